@@ -1,0 +1,61 @@
+# Notebook: `make run` starts the whole app, `make test` runs every test. Both set up .venv first.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip --disable-pip-version-check -q
+CHROMIUM ?= /usr/bin/chromium
+
+.PHONY: run test lint format superuser install install-dev chromium clean-data
+
+$(PY):
+	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Notebook needs Python 3.11 (Django 5.2 LTS); set PYTHON=/path/to/python3.11"'
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.run-installed: requirements.txt | $(PY)
+	$(PIP) install -r requirements.txt
+	@touch $@
+
+$(VENV)/.dev-installed: requirements.txt requirements-dev.txt | $(PY)
+	$(PIP) install -r requirements-dev.txt
+	@touch $(VENV)/.run-installed $@
+
+install: $(VENV)/.run-installed
+install-dev: $(VENV)/.dev-installed
+
+## Start web (daphne, ASGI) + worker (django-q2) on the embedded PostgreSQL; Ctrl-C stops all.
+run: install
+	$(PY) manage.py serve
+
+## Run the whole test suite (unit, integration, process and browser tests).
+test: install-dev chromium
+	$(PY) -m pytest
+
+lint: install-dev
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	DATABASE_URL=postgresql://lint@localhost/lint $(VENV)/bin/mypy .
+
+format: install-dev
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+## Create an admin account for /admin/ (asks for a username and password).
+superuser: install
+	$(PY) manage.py createsuperuser
+
+## Browser tests need Debian's Chromium; install it when we can, else say how.
+chromium:
+	@if [ -x "$(CHROMIUM)" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
+		echo "Installing Chromium for the browser tests (apt-get)…"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	else \
+		echo "Browser tests need Chromium at $(CHROMIUM). Install it with:"; \
+		echo "    sudo apt-get install -y chromium"; \
+		echo "or point CHROMIUM=/path/to/chromium at another build."; \
+		exit 1; \
+	fi
+
+## Delete the embedded database, uploads and the generated secret key (asks first).
+clean-data:
+	@read -p "Delete ./var (database, files, secret key)? [y/N] " ans; [ "$$ans" = "y" ] && rm -rf var || echo "Kept."

@@ -1,0 +1,64 @@
+"""Sign-up and the settings page (personal access tokens)."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth import login
+from django.contrib.auth.decorators import login_not_required, login_required
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+
+from accounts import selectors, services
+from accounts.forms import ApiTokenForm, SignupForm
+from notebook.types import AuthenticatedHttpRequest
+
+
+@login_not_required
+@require_http_methods(["GET", "POST"])
+def signup(request: HttpRequest) -> HttpResponse:
+    if request.user.is_authenticated:
+        return redirect("notes:notebook_list")
+    form = SignupForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        user = form.save()
+        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+        messages.success(request, "Welcome to Notebook. Start by creating a notebook.")
+        return redirect("notes:notebook_list")
+    return render(request, "registration/signup.html", {"form": form})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def account_settings(request: AuthenticatedHttpRequest) -> HttpResponse:
+    form = ApiTokenForm(request.POST or None)
+    new_token: str | None = None
+    if request.method == "POST" and form.is_valid():
+        try:
+            _, new_token = services.api_token_create(
+                user=request.user, name=form.cleaned_data["name"]
+            )
+        except ValidationError as exc:
+            form.add_error(None, exc)
+        else:
+            form = ApiTokenForm()
+    context = {
+        "form": form,
+        "new_token": new_token,
+        "tokens": selectors.api_token_list(user=request.user),
+    }
+    template = "accounts/settings.html#tokens" if request.htmx else "accounts/settings.html"
+    return render(request, template, context)
+
+
+@login_required
+@require_POST
+def api_token_revoke(request: AuthenticatedHttpRequest, token_id: int) -> HttpResponse:
+    token = selectors.api_token_get(user=request.user, token_id=token_id)
+    services.api_token_revoke(token=token)
+    messages.success(request, f"Revoked “{token.name}”. Scripts using it now get 401.")
+    if request.htmx:
+        context = {"form": ApiTokenForm(), "tokens": selectors.api_token_list(user=request.user)}
+        return render(request, "accounts/settings.html#tokens", context)
+    return redirect("accounts:settings")

@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_not_required
+from django.urls import URLPattern, URLResolver, include, path
+
+from accounts.views import signup
+from notebook.api import api
+
+
+def _api_urls() -> tuple[list[URLPattern | URLResolver], str, str]:
+    # The API answers 401 itself (token or session auth); LoginRequiredMiddleware would
+    # redirect scripts to an HTML login page instead.
+    patterns, app_name, namespace = api.urls
+    for pattern in patterns:
+        if isinstance(pattern, URLPattern):
+            pattern.callback = login_not_required(pattern.callback)
+    return patterns, app_name, namespace
+
+
+urlpatterns = [
+    path(
+        "accounts/login/",
+        auth_views.LoginView.as_view(redirect_authenticated_user=True),
+        name="login",
+    ),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/signup/", signup, name="signup"),
+    path("", include("accounts.urls")),
+    path("admin/", admin.site.urls),
+    path("api/", _api_urls()),
+    path("", include("notes.urls")),
+]
+
+admin.site.site_header = "Notebook administration"
+admin.site.site_title = "Notebook admin"
+
+if settings.DEBUG:
+    from django.conf.urls.static import static
+
+    urlpatterns += static(settings.MEDIA_URL, document_root=settings.MEDIA_ROOT)

@@ -1,0 +1,100 @@
+"""REST endpoints for notebooks and notes; every read goes through a selector with request.user."""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+from django.http import HttpResponse
+from ninja import Router
+from ninja.pagination import LimitOffsetPagination, paginate
+
+from notebook.types import AuthenticatedHttpRequest
+from notes import selectors, services
+from notes.models import Note, Notebook
+from notes.schemas import NotebookIn, NotebookOut, NotebookPatch, NoteIn, NoteOut, NotePatch
+
+router = Router(tags=["notebooks"])
+
+
+@router.get("/notebooks", response=list[NotebookOut])
+@paginate(LimitOffsetPagination)
+def list_notebooks(request: AuthenticatedHttpRequest) -> QuerySet[Notebook]:
+    return selectors.notebook_list(user=request.user)
+
+
+@router.post("/notebooks", response={201: NotebookOut})
+def create_notebook(request: AuthenticatedHttpRequest, payload: NotebookIn) -> tuple[int, Notebook]:
+    notebook = services.notebook_create(
+        owner=request.user, title=payload.title, description=payload.description
+    )
+    return 201, selectors.notebook_get(user=request.user, notebook_id=notebook.pk)
+
+
+@router.get("/notebooks/{notebook_id}", response=NotebookOut)
+def retrieve_notebook(request: AuthenticatedHttpRequest, notebook_id: int) -> Notebook:
+    return selectors.notebook_get(user=request.user, notebook_id=notebook_id)
+
+
+@router.patch("/notebooks/{notebook_id}", response=NotebookOut)
+def update_notebook(
+    request: AuthenticatedHttpRequest, notebook_id: int, payload: NotebookPatch
+) -> Notebook:
+    notebook = selectors.notebook_get(user=request.user, notebook_id=notebook_id)
+    services.notebook_update(
+        notebook=notebook, title=payload.title, description=payload.description
+    )
+    return selectors.notebook_get(user=request.user, notebook_id=notebook_id)
+
+
+@router.delete("/notebooks/{notebook_id}", response={204: None})
+def delete_notebook(request: AuthenticatedHttpRequest, notebook_id: int) -> tuple[int, None]:
+    notebook = selectors.notebook_get(user=request.user, notebook_id=notebook_id)
+    services.notebook_delete(notebook=notebook)
+    return 204, None
+
+
+@router.get("/notebooks/{notebook_id}/notes", response=list[NoteOut], tags=["notes"])
+@paginate(LimitOffsetPagination)
+def list_notes(
+    request: AuthenticatedHttpRequest, notebook_id: int, trashed: bool = False
+) -> QuerySet[Note]:
+    """Live notes of a notebook, or with `trashed=true` the notebook's trash."""
+    return selectors.note_list(user=request.user, notebook_id=notebook_id, trashed=trashed)
+
+
+@router.post("/notebooks/{notebook_id}/notes", response={201: NoteOut}, tags=["notes"])
+def create_note(
+    request: AuthenticatedHttpRequest, notebook_id: int, payload: NoteIn
+) -> tuple[int, Note]:
+    notebook = selectors.notebook_get(user=request.user, notebook_id=notebook_id)
+    note = services.note_create(
+        notebook=notebook, author=request.user, title=payload.title, body=payload.body
+    )
+    return 201, note
+
+
+@router.get("/notes/{note_id}", response=NoteOut, tags=["notes"])
+def retrieve_note(request: AuthenticatedHttpRequest, note_id: int) -> Note:
+    return selectors.note_get(user=request.user, note_id=note_id)
+
+
+@router.patch("/notes/{note_id}", response=NoteOut, tags=["notes"])
+def update_note(request: AuthenticatedHttpRequest, note_id: int, payload: NotePatch) -> Note:
+    note = selectors.note_get(user=request.user, note_id=note_id)
+    return services.note_update(note=note, title=payload.title, body=payload.body)
+
+
+@router.post("/notes/{note_id}/trash", response=NoteOut, tags=["notes"])
+def trash_note(request: AuthenticatedHttpRequest, note_id: int) -> Note:
+    return services.note_trash(note=selectors.note_get(user=request.user, note_id=note_id))
+
+
+@router.post("/notes/{note_id}/restore", response=NoteOut, tags=["notes"])
+def restore_note(request: AuthenticatedHttpRequest, note_id: int) -> Note:
+    return services.note_restore(note=selectors.note_get(user=request.user, note_id=note_id))
+
+
+@router.delete("/notes/{note_id}", response={204: None}, tags=["notes"])
+def delete_note(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse | tuple[int, None]:
+    """Delete a note forever. Only trashed notes can be deleted (409 otherwise)."""
+    services.note_delete(note=selectors.note_get(user=request.user, note_id=note_id))
+    return 204, None

@@ -1,0 +1,56 @@
+"""Reads of notebooks and notes, always scoped to what `user` may see.
+
+Today a user sees the notebooks they own. Sharing will widen `_visible_notebooks` (owner or member)
+and every read below follows, because nothing else touches Notebook/Note querysets for users.
+Another user's object raises Http404, exactly like a missing one.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from django.db.models import Count, Q, QuerySet
+from django.shortcuts import get_object_or_404
+
+from notes.models import Note, Notebook
+
+if TYPE_CHECKING:
+    from notebook.types import User
+
+
+def _visible_notebooks(*, user: User) -> QuerySet[Notebook]:
+    return Notebook.objects.filter(owner=user)
+
+
+def _visible_notes(*, user: User) -> QuerySet[Note]:
+    return Note.objects.filter(notebook__in=_visible_notebooks(user=user))
+
+
+def notebook_list(*, user: User) -> QuerySet[Notebook]:
+    """The user's notebooks, newest first, each with `note_count` (notes not in the trash)."""
+    return _visible_notebooks(user=user).annotate(
+        note_count=Count("notes", filter=Q(notes__trashed_at__isnull=True))
+    )
+
+
+def notebook_get(*, user: User, notebook_id: int) -> Notebook:
+    """One notebook the user may see, with `note_count`; Http404 otherwise."""
+    return get_object_or_404(notebook_list(user=user), pk=notebook_id)
+
+
+def note_list(*, user: User, notebook_id: int, trashed: bool = False) -> QuerySet[Note]:
+    """Notes of one visible notebook: the live ones, or with `trashed=True` the trash."""
+    notebook = notebook_get(user=user, notebook_id=notebook_id)
+    return (
+        Note.objects.filter(notebook=notebook, trashed_at__isnull=not trashed)
+        .select_related("notebook", "author")
+        .order_by("-trashed_at" if trashed else "-updated_at")
+    )
+
+
+def note_get(*, user: User, note_id: int, include_trashed: bool = True) -> Note:
+    """One note in a notebook the user may see; Http404 otherwise (also if trashed, unless asked)."""
+    notes = _visible_notes(user=user).select_related("notebook", "author")
+    if not include_trashed:
+        notes = notes.filter(trashed_at__isnull=True)
+    return get_object_or_404(notes, pk=note_id)

@@ -1,0 +1,132 @@
+"""Writes to notebooks and notes. Callers pass objects fetched through notes.selectors, which
+already checked that the user may see them; services validate input and own their transaction."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from notes.models import Note, Notebook
+
+if TYPE_CHECKING:
+    from notebook.types import User
+
+UNTITLED_NOTE = "Untitled note"
+
+
+def _clean_title(title: str, *, required: bool, fallback: str = "") -> str:
+    title = " ".join(title.split())  # no newlines or runs of spaces in titles
+    if not title:
+        if required:
+            raise ValidationError({"title": "Give it a title."}, code="required")
+        title = fallback
+    if len(title) > settings.NOTE_TITLE_MAX:
+        raise ValidationError(
+            {"title": f"Keep the title under {settings.NOTE_TITLE_MAX} characters."},
+            code="max_length",
+        )
+    return title
+
+
+def _clean_body(body: str) -> str:
+    if len(body) > settings.NOTE_BODY_MAX_CHARS:
+        raise ValidationError(
+            {"body": f"A note holds at most {settings.NOTE_BODY_MAX_CHARS:,} characters."},
+            code="max_length",
+        )
+    return body
+
+
+def _clean_description(description: str) -> str:
+    description = description.strip()
+    if len(description) > 2000:
+        raise ValidationError({"description": "Keep the description under 2,000 characters."})
+    return description
+
+
+def notebook_create(*, owner: User, title: str, description: str = "") -> Notebook:
+    """Create a notebook owned by `owner`."""
+    return Notebook.objects.create(
+        owner=owner,
+        title=_clean_title(title, required=True),
+        description=_clean_description(description),
+    )
+
+
+def notebook_update(
+    *, notebook: Notebook, title: str | None = None, description: str | None = None
+) -> Notebook:
+    """Rename a notebook and/or change its description; fields left None are kept."""
+    if title is not None:
+        notebook.title = _clean_title(title, required=True)
+    if description is not None:
+        notebook.description = _clean_description(description)
+    notebook.save(update_fields=["title", "description", "updated_at"])
+    return notebook
+
+
+def notebook_delete(*, notebook: Notebook) -> None:
+    """Delete a notebook with all its notes (trashed or not), in one transaction."""
+    with transaction.atomic():
+        notebook.delete()
+
+
+def _touch(notebook: Notebook) -> None:
+    # Keeps "recently changed" ordering of the notebook list true when its notes change.
+    Notebook.objects.filter(pk=notebook.pk).update(updated_at=timezone.now())
+
+
+def note_create(*, notebook: Notebook, author: User, title: str = "", body: str = "") -> Note:
+    """Create a note in `notebook`; a blank title becomes "Untitled note"."""
+    with transaction.atomic():
+        note = Note.objects.create(
+            notebook=notebook,
+            author=author,
+            title=_clean_title(title, required=False, fallback=UNTITLED_NOTE),
+            body=_clean_body(body),
+        )
+        _touch(notebook)
+    return note
+
+
+def note_update(*, note: Note, title: str | None = None, body: str | None = None) -> Note:
+    """Change a note's title and/or body; fields left None are kept. Trashed notes are read-only."""
+    if note.is_trashed:
+        raise ValidationError("Restore the note from the trash before editing it.", code="trashed")
+    if title is not None:
+        note.title = _clean_title(title, required=False, fallback=UNTITLED_NOTE)
+    if body is not None:
+        note.body = _clean_body(body)
+    with transaction.atomic():
+        note.save(update_fields=["title", "body", "updated_at"])
+        _touch(note.notebook)
+    return note
+
+
+def note_trash(*, note: Note) -> Note:
+    """Move a note to the trash (idempotent)."""
+    if note.trashed_at is None:
+        note.trashed_at = timezone.now()
+        note.save(update_fields=["trashed_at"])
+    return note
+
+
+def note_restore(*, note: Note) -> Note:
+    """Bring a note back from the trash (idempotent)."""
+    if note.trashed_at is not None:
+        note.trashed_at = None
+        note.save(update_fields=["trashed_at", "updated_at"])
+    return note
+
+
+def note_delete(*, note: Note) -> None:
+    """Delete a trashed note forever; a live note must go to the trash first."""
+    if not note.is_trashed:
+        raise ValidationError(
+            "Move the note to the trash before deleting it forever.", code="not_trashed"
+        )
+    note.delete()

@@ -1,0 +1,21 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from notes import views
+
+app_name = "notes"
+
+urlpatterns = [
+    path("", views.notebook_list, name="notebook_list"),
+    path("notebooks/<int:notebook_id>/", views.notebook_detail, name="notebook_detail"),
+    path("notebooks/<int:notebook_id>/rename/", views.notebook_rename, name="notebook_rename"),
+    path("notebooks/<int:notebook_id>/delete/", views.notebook_delete, name="notebook_delete"),
+    path("notebooks/<int:notebook_id>/notes/new/", views.note_create, name="note_create"),
+    path("notes/<int:note_id>/", views.note_detail, name="note_detail"),
+    path("notes/<int:note_id>/edit/", views.note_edit, name="note_edit"),
+    path("notes/<int:note_id>/preview/", views.note_preview, name="note_preview"),
+    path("notes/<int:note_id>/trash/", views.note_trash, name="note_trash"),
+    path("notes/<int:note_id>/restore/", views.note_restore, name="note_restore"),
+    path("notes/<int:note_id>/delete/", views.note_delete, name="note_delete"),
+]

@@ -1,0 +1,190 @@
+"""Notebook and note pages. Thin: form → one selector/service → render; HTMX gets partials."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods, require_POST
+from django_htmx.http import HttpResponseClientRedirect
+
+from notebook.markdown import render_markdown
+from notebook.types import AuthenticatedHttpRequest
+from notes import selectors, services
+from notes.forms import NotebookForm, NoteForm
+
+
+def _template(request: AuthenticatedHttpRequest, page: str, partial: str) -> str:
+    return f"{page}#{partial}" if request.htmx else page
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def notebook_list(request: AuthenticatedHttpRequest) -> HttpResponse:
+    form = NotebookForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            notebook = services.notebook_create(
+                owner=request.user,
+                title=form.cleaned_data["title"],
+                description=form.cleaned_data["description"],
+            )
+        except ValidationError as exc:
+            form.add_error(None, exc)
+        else:
+            if not request.htmx:
+                return redirect("notes:notebook_detail", notebook_id=notebook.pk)
+            form = NotebookForm()
+    context = {"form": form, "notebooks": selectors.notebook_list(user=request.user)}
+    return render(request, _template(request, "notes/notebook_list.html", "notebooks"), context)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def notebook_rename(request: AuthenticatedHttpRequest, notebook_id: int) -> HttpResponse:
+    notebook = selectors.notebook_get(user=request.user, notebook_id=notebook_id)
+    form = NotebookForm(request.POST or None, instance=notebook)
+    if request.method == "POST" and form.is_valid():
+        try:
+            services.notebook_update(
+                notebook=notebook,
+                title=form.cleaned_data["title"],
+                description=form.cleaned_data["description"],
+            )
+        except ValidationError as exc:
+            form.add_error(None, exc)
+        else:
+            if request.htmx:
+                notebook = selectors.notebook_get(user=request.user, notebook_id=notebook_id)
+                return render(
+                    request, "notes/notebook_list.html#notebook-row", {"notebook": notebook}
+                )
+            return redirect("notes:notebook_detail", notebook_id=notebook.pk)
+    context = {"form": form, "notebook": notebook}
+    return render(request, _template(request, "notes/notebook_rename.html", "rename-form"), context)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def notebook_delete(request: AuthenticatedHttpRequest, notebook_id: int) -> HttpResponse:
+    notebook = selectors.notebook_get(user=request.user, notebook_id=notebook_id)
+    if request.method == "POST":
+        title = notebook.title
+        services.notebook_delete(notebook=notebook)
+        messages.success(request, f"Deleted the notebook “{title}” and its notes.")
+        if request.htmx:
+            return HttpResponseClientRedirect(reverse("notes:notebook_list"))
+        return redirect("notes:notebook_list")
+    trashed = selectors.note_list(user=request.user, notebook_id=notebook_id, trashed=True).count()
+    return render(
+        request, "notes/notebook_delete.html", {"notebook": notebook, "trashed_count": trashed}
+    )
+
+
+def _notebook_notes_context(
+    request: AuthenticatedHttpRequest, notebook_id: int
+) -> dict[str, object]:
+    return {
+        "notebook": selectors.notebook_get(user=request.user, notebook_id=notebook_id),
+        "notes": selectors.note_list(user=request.user, notebook_id=notebook_id),
+        "trashed_notes": selectors.note_list(
+            user=request.user, notebook_id=notebook_id, trashed=True
+        ),
+    }
+
+
+@login_required
+@require_http_methods(["GET"])
+def notebook_detail(request: AuthenticatedHttpRequest, notebook_id: int) -> HttpResponse:
+    context = _notebook_notes_context(request, notebook_id)
+    return render(request, _template(request, "notes/notebook_detail.html", "notes"), context)
+
+
+@login_required
+@require_POST
+def note_create(request: AuthenticatedHttpRequest, notebook_id: int) -> HttpResponse:
+    notebook = selectors.notebook_get(user=request.user, notebook_id=notebook_id)
+    note = services.note_create(
+        notebook=notebook, author=request.user, title=request.POST.get("title", "")
+    )
+    return redirect("notes:note_edit", note_id=note.pk)
+
+
+@login_required
+@require_http_methods(["GET"])
+def note_detail(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
+    note = selectors.note_get(user=request.user, note_id=note_id)
+    return render(request, "notes/note_detail.html", {"note": note})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def note_edit(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
+    note = selectors.note_get(user=request.user, note_id=note_id)
+    if note.is_trashed:
+        messages.info(request, "This note is in the trash. Restore it to edit it.")
+        return redirect("notes:note_detail", note_id=note.pk)
+    form = NoteForm(request.POST or None, instance=note)
+    if request.method == "POST" and form.is_valid():
+        try:
+            services.note_update(
+                note=note, title=form.cleaned_data["title"], body=form.cleaned_data["body"]
+            )
+        except ValidationError as exc:
+            form.add_error(None, exc)
+        else:
+            messages.success(request, "Saved.")
+            return redirect("notes:note_detail", note_id=note.pk)
+    return render(request, "notes/note_edit.html", {"note": note, "form": form})
+
+
+@login_required
+@require_POST
+def note_preview(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
+    # Scoped like every other note URL, although it only renders the posted text.
+    selectors.note_get(user=request.user, note_id=note_id)
+    html = render_markdown(request.POST.get("body", ""))
+    return render(request, "notes/note_edit.html#preview", {"preview_html": html})
+
+
+def _after_note_action(request: AuthenticatedHttpRequest, notebook_id: int) -> HttpResponse:
+    if request.htmx and request.POST.get("from") == "notebook":
+        context = _notebook_notes_context(request, notebook_id)
+        return render(request, "notes/notebook_detail.html#notes", context)
+    if request.htmx:
+        return HttpResponseClientRedirect(reverse("notes:notebook_detail", args=[notebook_id]))
+    return redirect("notes:notebook_detail", notebook_id=notebook_id)
+
+
+@login_required
+@require_POST
+def note_trash(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
+    note = services.note_trash(note=selectors.note_get(user=request.user, note_id=note_id))
+    messages.success(request, f"Moved “{note.title}” to the trash.")
+    return _after_note_action(request, note.notebook_id)
+
+
+@login_required
+@require_POST
+def note_restore(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
+    note = services.note_restore(note=selectors.note_get(user=request.user, note_id=note_id))
+    messages.success(request, f"Restored “{note.title}”.")
+    return _after_note_action(request, note.notebook_id)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def note_delete(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
+    note = selectors.note_get(user=request.user, note_id=note_id)
+    if request.method == "POST":
+        try:
+            services.note_delete(note=note)
+        except ValidationError as exc:
+            messages.error(request, " ".join(exc.messages))
+            return redirect("notes:note_detail", note_id=note.pk)
+        messages.success(request, f"Deleted “{note.title}” forever.")
+        return _after_note_action(request, note.notebook_id)
+    return render(request, "notes/note_delete.html", {"note": note})

@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from accounts.services import api_token_create
+from tests.factories import NotebookFactory, NoteFactory, UserFactory
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from django.conf import settings
+
+    # The manifest storage needs `collectstatic`; tests serve static files from the finders.
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def alice(db):
+    return UserFactory(username="alice")
+
+
+@pytest.fixture
+def bob(db):
+    return UserFactory(username="bob")
+
+
+@pytest.fixture
+def alice_client(alice) -> Client:
+    client = Client()
+    client.force_login(alice)
+    return client
+
+
+@pytest.fixture
+def anon_client() -> Client:
+    return Client()
+
+
+@pytest.fixture
+def alice_token(alice) -> str:
+    _, raw = api_token_create(user=alice, name="tests")
+    return raw
+
+
+@pytest.fixture
+def alice_api(alice_token) -> Client:
+    """A script's view of the API: bearer token, no cookies, no CSRF token."""
+    return Client(headers={"Authorization": f"Bearer {alice_token}"})
+
+
+@pytest.fixture
+def bob_notebook(bob):
+    return NotebookFactory(owner=bob, title="Bob's secrets")
+
+
+@pytest.fixture
+def bob_note(bob, bob_notebook):
+    return NoteFactory(notebook=bob_notebook, author=bob, title="Bob's note", body="bob only")

@@ -45,11 +45,10 @@ def _prune_dead_handles(pgdata: Path) -> None:
 
 
 def ensure_server(data_dir: Path) -> ConnectionParams:
-    """Start (or attach to) the embedded server in `data_dir/postgres`; ensure our database exists."""
-    # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI); the fallback is fine.
-    os.environ.setdefault(
-        "XDG_RUNTIME_DIR", str(Path(tempfile.gettempdir()) / f"runtime-{os.getuid()}")
-    )
+    """Start or attach to the embedded server in `data_dir/postgres`; ensure our database exists."""
+    # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI); give it a private dir.
+    tmp = Path(tempfile.gettempdir())
+    os.environ.setdefault("XDG_RUNTIME_DIR", str(tmp / f"runtime-{os.getuid()}"))
     runtime_dir = Path(os.environ["XDG_RUNTIME_DIR"])
     runtime_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     if runtime_dir.stat().st_uid == os.getuid():

@@ -49,7 +49,7 @@ def note_list(*, user: User, notebook_id: int, trashed: bool = False) -> QuerySe
 
 
 def note_get(*, user: User, note_id: int, include_trashed: bool = True) -> Note:
-    """One note in a notebook the user may see; Http404 otherwise (also if trashed, unless asked)."""
+    """One note in a notebook the user may see; Http404 otherwise (or if trashed, unless asked)."""
     notes = _visible_notes(user=user).select_related("notebook", "author")
     if not include_trashed:
         notes = notes.filter(trashed_at__isnull=True)

@@ -6,11 +6,14 @@ import os
 from pathlib import Path
 
 from django.core.management.utils import get_random_secret_key
+from dotenv import load_dotenv
 
 from notebook.database import database_from_url, embedded_database
 from notebook.env import env_bool, env_choice, env_int, env_list, env_path, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+# A `.env` next to manage.py is read first; variables already in the environment win.
+load_dotenv(BASE_DIR / ".env", override=False)
 DATA_DIR = env_path("DATA_DIR", BASE_DIR / "var")
 DATA_DIR.mkdir(parents=True, exist_ok=True)
 

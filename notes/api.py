@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from django.db.models import QuerySet
-from django.http import HttpResponse
-from ninja import Router
+from ninja import Router, Status
 from ninja.pagination import LimitOffsetPagination, paginate
 
 from notebook.types import AuthenticatedHttpRequest
@@ -22,11 +21,11 @@ def list_notebooks(request: AuthenticatedHttpRequest) -> QuerySet[Notebook]:
 
 
 @router.post("/notebooks", response={201: NotebookOut})
-def create_notebook(request: AuthenticatedHttpRequest, payload: NotebookIn) -> tuple[int, Notebook]:
+def create_notebook(request: AuthenticatedHttpRequest, payload: NotebookIn) -> Status[Notebook]:
     notebook = services.notebook_create(
         owner=request.user, title=payload.title, description=payload.description
     )
-    return 201, selectors.notebook_get(user=request.user, notebook_id=notebook.pk)
+    return Status(201, selectors.notebook_get(user=request.user, notebook_id=notebook.pk))
 
 
 @router.get("/notebooks/{notebook_id}", response=NotebookOut)
@@ -46,10 +45,10 @@ def update_notebook(
 
 
 @router.delete("/notebooks/{notebook_id}", response={204: None})
-def delete_notebook(request: AuthenticatedHttpRequest, notebook_id: int) -> tuple[int, None]:
+def delete_notebook(request: AuthenticatedHttpRequest, notebook_id: int) -> Status[None]:
     notebook = selectors.notebook_get(user=request.user, notebook_id=notebook_id)
     services.notebook_delete(notebook=notebook)
-    return 204, None
+    return Status(204, None)
 
 
 @router.get("/notebooks/{notebook_id}/notes", response=list[NoteOut], tags=["notes"])
@@ -64,12 +63,12 @@ def list_notes(
 @router.post("/notebooks/{notebook_id}/notes", response={201: NoteOut}, tags=["notes"])
 def create_note(
     request: AuthenticatedHttpRequest, notebook_id: int, payload: NoteIn
-) -> tuple[int, Note]:
+) -> Status[Note]:
     notebook = selectors.notebook_get(user=request.user, notebook_id=notebook_id)
     note = services.note_create(
         notebook=notebook, author=request.user, title=payload.title, body=payload.body
     )
-    return 201, note
+    return Status(201, note)
 
 
 @router.get("/notes/{note_id}", response=NoteOut, tags=["notes"])
@@ -94,7 +93,7 @@ def restore_note(request: AuthenticatedHttpRequest, note_id: int) -> Note:
 
 
 @router.delete("/notes/{note_id}", response={204: None}, tags=["notes"])
-def delete_note(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse | tuple[int, None]:
+def delete_note(request: AuthenticatedHttpRequest, note_id: int) -> Status[None]:
     """Delete a note forever. Only trashed notes can be deleted (409 otherwise)."""
     services.note_delete(note=selectors.note_get(user=request.user, note_id=note_id))
-    return 204, None
+    return Status(204, None)

@@ -1,0 +1,166 @@
+"""The processes `make run` starts, started for real: the launcher, the web server, the worker."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import redis
+from django.db import connection
+
+from notebook.database import database_url
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_for_line(proc: subprocess.Popen[str], needle: str, timeout: float) -> list[str]:
+    seen: list[str] = []
+    deadline = time.monotonic() + timeout
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line and proc.poll() is not None:
+            break
+        seen.append(line)
+        if needle in line:
+            return seen
+    raise AssertionError(f"{needle!r} not seen in {timeout}s:\n{''.join(seen)}")
+
+
+def _manage(env: dict[str, str], *args: str) -> str:
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True,
+        text=True, check=True, timeout=120,
+    ).stdout  # fmt: skip
+
+
+def _http_status(port: int, path: str) -> int:
+    import urllib.error
+    import urllib.request
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
+
+    opener = urllib.request.build_opener(NoRedirect)
+    try:
+        return opener.open(f"http://127.0.0.1:{port}{path}", timeout=10).status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def _postgres_running(pgdata: Path) -> bool:
+    pidfile = pgdata / "postmaster.pid"
+    if not pidfile.exists():
+        return False
+    return psutil.pid_exists(int(pidfile.read_text().split()[0]))
+
+
+def test_serve_runs_web_and_worker_on_a_fresh_data_dir_and_stops_cleanly(tmp_path):
+    """What `make run` does, twice on the same DATA_DIR, with manage.py used alongside."""
+    port = _free_port()
+    env = {**os.environ, "DATA_DIR": str(tmp_path), "PORT": str(port), "PYTHONUNBUFFERED": "1"}
+    env.pop("DATABASE_URL", None)
+    env.pop("SECRET_KEY", None)
+
+    def start() -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "manage.py", "serve"], cwd=ROOT, env=env, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+
+    proc = start()
+    try:
+        _wait_for_line(proc, f"Notebook is running at http://127.0.0.1:{port}/", 120)
+        assert _http_status(port, "/accounts/login/") == 200
+        assert _http_status(port, "/") == 302
+        assert _http_status(port, "/api/notebooks") == 401
+        # manage.py attaches to the running embedded server while web and worker use it.
+        _manage(env, "shell", "--no-imports", "-c", "from django.contrib.auth.models import User; "
+                "User.objects.create_user('kept', password='x')")  # fmt: skip
+        children = psutil.Process(proc.pid).children(recursive=True)
+        assert any("qcluster" in " ".join(c.cmdline()) for c in children)
+        assert any("daphne" in " ".join(c.cmdline()) for c in children)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        output = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 0, output
+    assert "Stopped." in output
+    assert not _postgres_running(tmp_path / "postgres")
+    assert all(not c.is_running() or c.status() == psutil.STATUS_ZOMBIE for c in children)
+
+    proc = start()  # the second run reuses the data
+    try:
+        _wait_for_line(proc, "Notebook is running", 120)
+        out = _manage(env, "shell", "--no-imports", "-c", "from django.contrib.auth.models import User; "
+                      "print(User.objects.filter(username='kept').exists())")  # fmt: skip
+        assert out.strip() == "True"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+    assert proc.returncode == 0
+
+
+def test_serve_refuses_a_busy_port(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        env = {**os.environ, "PORT": str(port)}
+        result = subprocess.run(
+            [sys.executable, "manage.py", "serve"], cwd=ROOT, env=env, capture_output=True,
+            text=True, timeout=120,
+        )  # fmt: skip
+    assert result.returncode != 0
+    assert f"Port {port}" in result.stderr
+
+
+def _redis_available() -> bool:
+    try:
+        return bool(redis.Redis.from_url("redis://127.0.0.1:6379/0").ping())
+    except redis.RedisError:
+        return False
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("broker", ["orm", "redis"])
+def test_a_real_worker_runs_enqueued_tasks(broker):
+    """A task enqueued by one process is executed by a separate `qcluster` worker."""
+    if broker == "redis" and not _redis_available():
+        pytest.fail("Redis is expected on 127.0.0.1:6379 for the multi-machine path")
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url(connection.settings_dict),
+        "TASK_BROKER": broker,
+        "REDIS_URL": "redis://127.0.0.1:6379/15",
+        "WORKERS": "1",
+    }
+    worker = subprocess.Popen(
+        [sys.executable, "manage.py", "qcluster"], cwd=ROOT, env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        out = _manage(
+            env, "shell", "--no-imports", "-c",
+            "from django_q.tasks import async_task, result; "
+            "task_id = async_task('math.factorial', 10); "
+            "print(result(task_id, wait=60000))",
+        )  # fmt: skip
+        assert out.strip() == "3628800"
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(timeout=30)

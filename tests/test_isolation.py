@@ -88,7 +88,8 @@ def test_pages_answer_404_for_another_users_objects(name, alice_client, bobs_obj
         response = getattr(alice_client, method.lower())(url, data)
         assert response.status_code == 404, f"{method} {url} answered {response.status_code}"
     bob_note.refresh_from_db()
-    assert bob_note.title == "Bob's note" and not bob_note.is_trashed
+    assert bob_note.title == "Bob's note"
+    assert not bob_note.is_trashed
     assert Notebook.objects.filter(pk=bobs_objects["notebook"], title="Bob's secrets").exists()
     assert Note.objects.filter(notebook_id=bobs_objects["notebook"]).count() == 1
 

@@ -90,8 +90,8 @@ def test_serve_runs_web_and_worker_on_a_fresh_data_dir_and_stops_cleanly(tmp_pat
         assert _http_status(port, "/") == 302
         assert _http_status(port, "/api/notebooks") == 401
         # manage.py attaches to the running embedded server while web and worker use it.
-        _manage(env, "shell", "--no-imports", "-c", "from django.contrib.auth.models import User; "
-                "User.objects.create_user('kept', password='x')")  # fmt: skip
+        code = "from django.contrib.auth.models import User; User.objects.create_user('kept')"
+        _manage(env, "shell", "--no-imports", "-c", code)
         children = psutil.Process(proc.pid).children(recursive=True)
         assert any("qcluster" in " ".join(c.cmdline()) for c in children)
         assert any("daphne" in " ".join(c.cmdline()) for c in children)
@@ -106,8 +106,9 @@ def test_serve_runs_web_and_worker_on_a_fresh_data_dir_and_stops_cleanly(tmp_pat
     proc = start()  # the second run reuses the data
     try:
         _wait_for_line(proc, "Notebook is running", 120)
-        out = _manage(env, "shell", "--no-imports", "-c", "from django.contrib.auth.models import User; "
-                      "print(User.objects.filter(username='kept').exists())")  # fmt: skip
+        code = "from django.contrib.auth.models import User; "
+        code += "print(User.objects.filter(username='kept').exists())"
+        out = _manage(env, "shell", "--no-imports", "-c", code)
         assert out.strip() == "True"
     finally:
         proc.send_signal(signal.SIGINT)

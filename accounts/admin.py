@@ -9,7 +9,7 @@ from accounts.models import ApiToken
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
+class ApiTokenAdmin(admin.ModelAdmin[ApiToken]):
     list_display = ("name", "user", "prefix", "created_at", "last_used_at", "is_active")
     list_filter = ("revoked_at", "created_at")
     search_fields = ("name", "prefix", "user__username")

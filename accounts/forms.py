@@ -2,9 +2,10 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib.auth.forms import UserCreationForm
+from django.contrib.auth.models import User
 
 
-class SignupForm(UserCreationForm):
+class SignupForm(UserCreationForm[User]):
     class Meta(UserCreationForm.Meta):
         fields = ("username",)
 

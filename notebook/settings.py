@@ -5,11 +5,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import django_stubs_ext
 from django.core.management.utils import get_random_secret_key
 from dotenv import load_dotenv
 
 from notebook.database import database_from_url, embedded_database
 from notebook.env import env_bool, env_choice, env_int, env_list, env_path, env_str
+
+# Lets runtime code write the generic types the type checker wants (ModelForm[Note], …).
+django_stubs_ext.monkeypatch()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # A `.env` next to manage.py is read first; variables already in the environment win.

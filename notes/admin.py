@@ -7,7 +7,7 @@ from django.http import HttpRequest
 from notes.models import Note, Notebook
 
 
-class NoteInline(admin.TabularInline):
+class NoteInline(admin.TabularInline[Note, Notebook]):
     model = Note
     fields = ("title", "author", "trashed_at", "updated_at")
     readonly_fields = ("updated_at",)
@@ -16,7 +16,7 @@ class NoteInline(admin.TabularInline):
 
 
 @admin.register(Notebook)
-class NotebookAdmin(admin.ModelAdmin):
+class NotebookAdmin(admin.ModelAdmin[Notebook]):
     list_display = ("title", "owner", "note_count", "created_at", "updated_at")
     list_filter = ("created_at",)
     search_fields = ("title", "description", "owner__username", "owner__email")
@@ -26,22 +26,23 @@ class NotebookAdmin(admin.ModelAdmin):
     inlines = [NoteInline]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Notebook]:
-        return (
-            super()
-            .get_queryset(request)
-            .annotate(_note_count=Count("notes", filter=Q(notes__trashed_at__isnull=True)))
+        queryset: QuerySet[Notebook] = super().get_queryset(request)
+        return queryset.annotate(
+            _note_count=Count("notes", filter=Q(notes__trashed_at__isnull=True))
         )
 
     @admin.display(description="notes", ordering="_note_count")
     def note_count(self, obj: Notebook) -> int:
-        return obj._note_count  # type: ignore[attr-defined]
+        return int(getattr(obj, "_note_count", 0))
 
 
 class TrashedFilter(admin.SimpleListFilter):
     title = "in trash"
     parameter_name = "trashed"
 
-    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:  # type: ignore[type-arg]
+    def lookups(
+        self, request: HttpRequest, model_admin: admin.ModelAdmin[Note]
+    ) -> list[tuple[str, str]]:
         return [("yes", "In trash"), ("no", "Live")]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Note]) -> QuerySet[Note]:
@@ -53,7 +54,7 @@ class TrashedFilter(admin.SimpleListFilter):
 
 
 @admin.register(Note)
-class NoteAdmin(admin.ModelAdmin):
+class NoteAdmin(admin.ModelAdmin[Note]):
     list_display = ("title", "notebook", "author", "is_trashed", "updated_at")
     list_filter = (TrashedFilter, "updated_at")
     search_fields = ("title", "body", "notebook__title", "author__username")

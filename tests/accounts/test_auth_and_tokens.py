@@ -32,7 +32,7 @@ def test_signup_rejects_weak_or_mismatched_passwords(anon_client):
 
 
 def test_login_and_logout(anon_client):
-    UserFactory(username="dave", password=PASSWORD)
+    UserFactory.create(username="dave", password=PASSWORD)
     response = anon_client.post(
         "/accounts/login/", {"username": "dave", "password": PASSWORD}, follow=True
     )
@@ -42,7 +42,7 @@ def test_login_and_logout(anon_client):
 
 
 def test_wrong_password_says_so(anon_client):
-    UserFactory(username="dave", password=PASSWORD)
+    UserFactory.create(username="dave", password=PASSWORD)
     response = anon_client.post("/accounts/login/", {"username": "dave", "password": "nope"})
     assert "do not match" in response.content.decode()
 

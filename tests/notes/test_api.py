@@ -31,7 +31,7 @@ def test_notebook_crud_with_a_token(alice_api, alice):
 
 
 def test_note_lifecycle_with_a_token(alice_api, alice):
-    notebook = NotebookFactory(owner=alice)
+    notebook = NotebookFactory.create(owner=alice)
     created = alice_api.post(
         f"/api/notebooks/{notebook.pk}/notes",
         {"title": "From a script", "body": "# hi"},
@@ -98,7 +98,7 @@ def test_session_auth_needs_csrf_for_writes(alice):
 
 
 def test_pagination_limits_results(alice_api, alice):
-    notebook = NotebookFactory(owner=alice)
+    notebook = NotebookFactory.create(owner=alice)
     NoteFactory.create_batch(5, notebook=notebook)
     page = alice_api.get(f"/api/notebooks/{notebook.pk}/notes?limit=2&offset=2").json()
     assert page["count"] == 5

@@ -30,16 +30,16 @@ def test_notebook_title_length_is_limited(alice):
 
 
 def test_notebook_list_counts_only_live_notes(alice):
-    notebook = NotebookFactory(owner=alice)
+    notebook = NotebookFactory.create(owner=alice)
     NoteFactory.create_batch(2, notebook=notebook)
-    services.note_trash(note=NoteFactory(notebook=notebook))
+    services.note_trash(note=NoteFactory.create(notebook=notebook))
     (listed,) = selectors.notebook_list(user=alice)
-    assert listed.note_count == 2
+    assert getattr(listed, "note_count", None) == 2
 
 
 def test_notebook_list_shows_only_own_notebooks(alice, bob):
-    mine = NotebookFactory(owner=alice)
-    NotebookFactory(owner=bob)
+    mine = NotebookFactory.create(owner=alice)
+    NotebookFactory.create(owner=bob)
     assert list(selectors.notebook_list(user=alice)) == [mine]
 
 
@@ -58,7 +58,7 @@ def test_note_get_and_list_refuse_other_users_notes(alice, bob_note):
 
 
 def test_note_create_defaults_title_and_touches_notebook(alice):
-    notebook = NotebookFactory(owner=alice)
+    notebook = NotebookFactory.create(owner=alice)
     before = notebook.updated_at
     note = services.note_create(notebook=notebook, author=alice, title="", body="hi")
     assert note.title == services.UNTITLED_NOTE
@@ -68,14 +68,14 @@ def test_note_create_defaults_title_and_touches_notebook(alice):
 
 def test_note_body_size_is_limited(alice, settings):
     settings.NOTE_BODY_MAX_CHARS = 1000
-    notebook = NotebookFactory(owner=alice)
+    notebook = NotebookFactory.create(owner=alice)
     with pytest.raises(ValidationError):
         services.note_create(notebook=notebook, author=alice, body="x" * 1001)
     assert not Note.objects.exists()
 
 
 def test_trash_restore_cycle_moves_note_between_lists(alice):
-    note = NoteFactory(notebook=NotebookFactory(owner=alice))
+    note = NoteFactory.create(notebook=NotebookFactory.create(owner=alice))
     services.note_trash(note=note)
     assert list(selectors.note_list(user=alice, notebook_id=note.notebook_id)) == []
     assert list(selectors.note_list(user=alice, notebook_id=note.notebook_id, trashed=True)) == [
@@ -88,7 +88,9 @@ def test_trash_restore_cycle_moves_note_between_lists(alice):
 
 
 def test_trashed_note_cannot_be_edited(alice):
-    note = services.note_trash(note=NoteFactory(notebook=NotebookFactory(owner=alice)))
+    note = services.note_trash(
+        note=NoteFactory.create(notebook=NotebookFactory.create(owner=alice))
+    )
     with pytest.raises(ValidationError):
         services.note_update(note=note, body="new")
     note.refresh_from_db()
@@ -96,7 +98,7 @@ def test_trashed_note_cannot_be_edited(alice):
 
 
 def test_delete_forever_only_from_trash(alice):
-    note = NoteFactory(notebook=NotebookFactory(owner=alice))
+    note = NoteFactory.create(notebook=NotebookFactory.create(owner=alice))
     with pytest.raises(ValidationError):
         services.note_delete(note=note)
     assert Note.objects.filter(pk=note.pk).exists()
@@ -105,7 +107,7 @@ def test_delete_forever_only_from_trash(alice):
 
 
 def test_notebook_delete_removes_its_notes(alice):
-    notebook = NotebookFactory(owner=alice)
+    notebook = NotebookFactory.create(owner=alice)
     NoteFactory.create_batch(3, notebook=notebook)
     services.notebook_delete(notebook=notebook)
     assert not Note.objects.exists()

@@ -16,7 +16,7 @@ def test_notebook_list_shows_empty_state(alice_client):
 
 
 def test_notebook_list_shows_note_counts(alice_client, alice):
-    notebook = NotebookFactory(owner=alice, title="Reading")
+    notebook = NotebookFactory.create(owner=alice, title="Reading")
     NoteFactory.create_batch(3, notebook=notebook)
     page = alice_client.get("/").content.decode()
     assert "Reading" in page
@@ -47,7 +47,7 @@ def test_create_notebook_with_blank_title_shows_error_and_stores_nothing(alice_c
 
 
 def test_rename_notebook_with_htmx_returns_the_row(alice_client, alice):
-    notebook = NotebookFactory(owner=alice, title="Old")
+    notebook = NotebookFactory.create(owner=alice, title="Old")
     form = alice_client.get(f"/notebooks/{notebook.pk}/rename/", headers=HTMX)
     assert "<form" in form.content.decode()
     response = alice_client.post(
@@ -60,8 +60,8 @@ def test_rename_notebook_with_htmx_returns_the_row(alice_client, alice):
 
 
 def test_delete_notebook_asks_then_deletes(alice_client, alice):
-    notebook = NotebookFactory(owner=alice, title="Doomed")
-    NoteFactory(notebook=notebook)
+    notebook = NotebookFactory.create(owner=alice, title="Doomed")
+    NoteFactory.create(notebook=notebook)
     confirm = alice_client.get(f"/notebooks/{notebook.pk}/delete/")
     assert "Delete “Doomed”?" in confirm.content.decode()
     assert Notebook.objects.filter(pk=notebook.pk).exists()
@@ -72,7 +72,7 @@ def test_delete_notebook_asks_then_deletes(alice_client, alice):
 
 
 def test_new_note_opens_the_editor(alice_client, alice):
-    notebook = NotebookFactory(owner=alice)
+    notebook = NotebookFactory.create(owner=alice)
     response = alice_client.post(f"/notebooks/{notebook.pk}/notes/new/", {"title": "Ideas"})
     note = Note.objects.get(notebook=notebook)
     assert note.title == "Ideas"
@@ -81,7 +81,7 @@ def test_new_note_opens_the_editor(alice_client, alice):
 
 
 def test_edit_note_saves_and_shows_rendered_markdown(alice_client, alice):
-    note = NoteFactory(notebook=NotebookFactory(owner=alice))
+    note = NoteFactory.create(notebook=NotebookFactory.create(owner=alice))
     response = alice_client.post(
         f"/notes/{note.pk}/edit/", {"title": "Plan", "body": "# Step one\n\n**now**"}
     )
@@ -92,7 +92,7 @@ def test_edit_note_saves_and_shows_rendered_markdown(alice_client, alice):
 
 
 def test_preview_renders_posted_markdown(alice_client, alice):
-    note = NoteFactory(notebook=NotebookFactory(owner=alice))
+    note = NoteFactory.create(notebook=NotebookFactory.create(owner=alice))
     response = alice_client.post(
         f"/notes/{note.pk}/preview/", {"body": "*hi* <script>x</script>"}, headers=HTMX
     )
@@ -102,7 +102,7 @@ def test_preview_renders_posted_markdown(alice_client, alice):
 
 
 def test_trash_and_restore_from_the_notebook_page(alice_client, alice):
-    note = NoteFactory(notebook=NotebookFactory(owner=alice), title="Keep me")
+    note = NoteFactory.create(notebook=NotebookFactory.create(owner=alice), title="Keep me")
     trashed = alice_client.post(
         f"/notes/{note.pk}/trash/", {"from": "notebook"}, headers=HTMX
     ).content.decode()
@@ -113,20 +113,19 @@ def test_trash_and_restore_from_the_notebook_page(alice_client, alice):
     restored = alice_client.post(
         f"/notes/{note.pk}/restore/", {"from": "notebook"}, headers=HTMX
     ).content.decode()
-    note.refresh_from_db()
-    assert not note.is_trashed
+    assert Note.objects.get(pk=note.pk).trashed_at is None
     assert "Trash (0)" in restored
 
 
 def test_trashed_note_editor_redirects_with_a_message(alice_client, alice):
-    note = NoteFactory(notebook=NotebookFactory(owner=alice))
+    note = NoteFactory.create(notebook=NotebookFactory.create(owner=alice))
     alice_client.post(f"/notes/{note.pk}/trash/")
     response = alice_client.get(f"/notes/{note.pk}/edit/", follow=True)
     assert "Restore it to edit it." in response.content.decode()
 
 
 def test_delete_forever_only_works_on_trashed_notes(alice_client, alice):
-    note = NoteFactory(notebook=NotebookFactory(owner=alice))
+    note = NoteFactory.create(notebook=NotebookFactory.create(owner=alice))
     alice_client.post(f"/notes/{note.pk}/delete/")
     assert Note.objects.filter(pk=note.pk).exists()
     alice_client.post(f"/notes/{note.pk}/trash/")
@@ -135,7 +134,7 @@ def test_delete_forever_only_works_on_trashed_notes(alice_client, alice):
 
 
 def test_oversized_note_body_is_refused_and_nothing_changes(alice_client, alice, settings):
-    note = NoteFactory(notebook=NotebookFactory(owner=alice), body="original")
+    note = NoteFactory.create(notebook=NotebookFactory.create(owner=alice), body="original")
     too_long = "x" * (settings.NOTE_BODY_MAX_CHARS + 1)
     response = alice_client.post(f"/notes/{note.pk}/edit/", {"title": "t", "body": too_long})
     assert response.status_code == 200

@@ -138,3 +138,10 @@ def test_debug_is_off_unless_asked_and_redis_switches_layers(tmp_path):
         env, "q = settings.Q_CLUSTER; print(q['timeout'] < q['retry'], q['max_attempts'])"
     )
     assert timeout == "True 3"
+
+
+@pytest.mark.django_db
+def test_models_and_migrations_agree():
+    from django.core.management import call_command
+
+    call_command("makemigrations", "--check", "--dry-run", verbosity=0)

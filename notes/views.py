@@ -37,6 +37,7 @@ def notebook_list(request: AuthenticatedHttpRequest) -> HttpResponse:
         else:
             if not request.htmx:
                 return redirect("notes:notebook_detail", notebook_id=notebook.pk)
+            messages.success(request, f"Created the notebook “{notebook.title}”.")
             form = NotebookForm()
     context = {"form": form, "notebooks": selectors.notebook_list(user=request.user)}
     return render(request, _template(request, "notes/notebook_list.html", "notebooks"), context)
@@ -46,7 +47,8 @@ def notebook_list(request: AuthenticatedHttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def notebook_rename(request: AuthenticatedHttpRequest, notebook_id: int) -> HttpResponse:
     notebook = selectors.notebook_get(user=request.user, notebook_id=notebook_id)
-    form = NotebookForm(request.POST or None, instance=notebook)
+    # Own ids: in the list, this form sits beside the "New notebook" form with the same fields.
+    form = NotebookForm(request.POST or None, instance=notebook, auto_id=f"id_nb{notebook.pk}_%s")
     if request.method == "POST" and form.is_valid():
         try:
             services.notebook_update(

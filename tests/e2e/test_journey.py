@@ -23,16 +23,8 @@ MARKDOWN = (
 
 
 def field(scope: Page | Locator, label: str) -> Locator:
-    """The form control whose label is exactly `label`.
-
-    templates/_field.html puts the help text (and errors) inside the <label>, so a control's
-    accessible name is e.g. "Username Required. 150 characters…" and an exact get_by_label()
-    finds nothing. Until that changes, also accept the <label> whose own caption is `label`.
-    """
-    page = scope if isinstance(scope, Page) else scope.page
-    caption = page.get_by_text(re.compile(rf"^\s*{re.escape(label)}\s*$"))
-    captioned = scope.locator("label").filter(has=caption).locator("input, textarea, select")
-    return scope.get_by_label(label, exact=True).or_(captioned)
+    """The form control whose label is exactly `label` (help text and errors sit outside it)."""
+    return scope.get_by_label(label, exact=True)
 
 
 def path_is(path: str) -> re.Pattern[str]:

@@ -141,3 +141,17 @@ def test_oversized_note_body_is_refused_and_nothing_changes(alice_client, alice,
     assert "at most" in response.content.decode()
     note.refresh_from_db()
     assert note.body == "original"
+
+
+def test_rename_page_without_js_is_a_plain_form_that_redirects(alice_client, alice):
+    notebook = NotebookFactory.create(owner=alice, title="Old")
+    page = alice_client.get(f"/notebooks/{notebook.pk}/rename/").content.decode()
+    assert "hx-post" not in page.split('id="notebook-')[1].split("</form>")[0]
+    response = alice_client.post(f"/notebooks/{notebook.pk}/rename/", {"title": "New"})
+    assert response["Location"] == f"/notebooks/{notebook.pk}/"
+
+
+def test_creating_a_notebook_with_htmx_confirms_it(alice_client):
+    body = alice_client.post("/", {"title": "Thesis"}, headers=HTMX).content.decode()
+    assert 'hx-swap-oob="true"' in body
+    assert "Created the notebook “Thesis”." in body

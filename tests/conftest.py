@@ -16,6 +16,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     }
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    # WhiteNoise warns on every request when STATIC_ROOT is missing (`serve` collects into it).
+    settings.STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 
 
 @pytest.fixture

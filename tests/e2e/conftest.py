@@ -10,7 +10,6 @@ import os
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import pytest
 from playwright.sync_api import (
@@ -90,8 +89,7 @@ def js_errors(page: Page) -> list[str]:
             errors.append(f"console.error: {msg.text}")
 
     def on_response(response: Response) -> None:
-        # The app has no favicon and Chromium asks for /favicon.ico on every page.
-        if response.status >= 400 and urlsplit(response.url).path != "/favicon.ico":
+        if response.status >= 400:
             errors.append(f"HTTP {response.status}: {response.request.method} {response.url}")
 
     page.on("pageerror", lambda exc: errors.append(f"uncaught: {exc}"))

@@ -1,1 +1,150 @@
-"""Models arrive with their issue (ingestion, chat)."""
+from __future__ import annotations
+
+import uuid
+from pathlib import PurePosixPath
+
+from django.conf import settings
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVectorField
+from django.db import models
+from pgvector.django import HnswIndex, VectorField
+
+from notes.models import Note
+
+
+def attachment_path(instance: NoteAttachment, filename: str) -> str:
+    # The user's filename is metadata only; on disk a file is <note id>/<uuid>.pdf.
+    return str(PurePosixPath("attachments") / str(instance.note_id) / f"{instance.uuid}.pdf")
+
+
+class NoteAttachment(models.Model):
+    """A PDF attached to a note, and the state of its ingestion."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Queued"
+        PROCESSING = "processing", "Processing"
+        NEEDS_PASSWORD = "needs_password", "Needs password"
+        READY = "ready", "Ready"
+        FAILED = "failed", "Failed"
+
+    class Stage(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        EXTRACTING = "extracting", "Extracting text"
+        OCR = "ocr", "OCR"
+        CHUNKING = "chunking", "Chunking"
+        EMBEDDING = "embedding", "Embedding"
+        DONE = "done", "Done"
+
+    uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    note = models.ForeignKey(Note, on_delete=models.CASCADE, related_name="attachments")
+    uploaded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    file = models.FileField(upload_to=attachment_path, max_length=255)
+    original_name = models.CharField(max_length=255)
+    size = models.PositiveBigIntegerField()
+    sha256 = models.CharField(max_length=64)
+    page_count = models.PositiveIntegerField(null=True, blank=True)
+
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
+    stage = models.CharField(max_length=20, choices=Stage.choices, default=Stage.QUEUED)
+    progress_current = models.PositiveIntegerField(default=0)
+    progress_total = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    ocr_pages = models.PositiveIntegerField(default=0)
+    password_attempts = models.PositiveSmallIntegerField(default=0)
+    # Ingestion runs started; doubles as a fencing token so an abandoned run cannot write.
+    attempts = models.PositiveSmallIntegerField(default=0)
+    language = models.CharField(max_length=16, blank=True)
+    search_config = models.CharField(max_length=32, default="simple")
+    embedding_model = models.CharField(max_length=200, blank=True)
+    timings = models.JSONField(default=dict, blank=True)
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    ready_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["note", "sha256"], name="attachment_unique_per_note")
+        ]
+        indexes = [models.Index(fields=["status", "heartbeat_at"])]
+
+    def __str__(self) -> str:
+        return self.original_name
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in (self.Status.PENDING, self.Status.PROCESSING)
+
+    @property
+    def progress_percent(self) -> int:
+        if self.status == self.Status.READY:
+            return 100
+        if not self.progress_total:
+            return 0
+        return min(100, round(100 * self.progress_current / self.progress_total))
+
+    @property
+    def is_locked(self) -> bool:
+        from attachments.services import MAX_PASSWORD_ATTEMPTS
+
+        return self.password_attempts >= MAX_PASSWORD_ATTEMPTS
+
+
+class DocumentPage(models.Model):
+    """The text of one page as extracted (or OCR'd); chunks point into it by offsets."""
+
+    attachment = models.ForeignKey(NoteAttachment, on_delete=models.CASCADE, related_name="pages")
+    number = models.PositiveIntegerField()  # 1-based physical page
+    text = models.TextField(blank=True)
+    is_ocr = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["number"]
+        constraints = [
+            models.UniqueConstraint(fields=["attachment", "number"], name="page_unique_number")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.attachment} p.{self.number}"
+
+
+class DocumentChunk(models.Model):
+    """A searchable passage of one page: text, heading path, offsets, tsvector and embedding."""
+
+    attachment = models.ForeignKey(NoteAttachment, on_delete=models.CASCADE, related_name="chunks")
+    index = models.PositiveIntegerField()
+    page_number = models.PositiveIntegerField()
+    content = models.TextField()
+    heading_path = models.JSONField(default=list, blank=True)
+    start_char = models.PositiveIntegerField()
+    end_char = models.PositiveIntegerField()
+    char_count = models.PositiveIntegerField()
+    token_count = models.PositiveIntegerField()
+    metadata = models.JSONField(default=dict, blank=True)
+    search_vector = SearchVectorField(null=True)
+    embedding = VectorField(dimensions=settings.EMBEDDING_DIMENSIONS, null=True, blank=True)
+    embedding_model = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["attachment", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["attachment", "index"], name="chunk_unique_index")
+        ]
+        indexes = [
+            models.Index(fields=["attachment", "page_number"]),
+            GinIndex(fields=["search_vector"], name="chunk_search_vector_gin"),
+            HnswIndex(
+                name="chunk_embedding_hnsw",
+                fields=["embedding"],
+                m=16,
+                ef_construction=64,
+                opclasses=["vector_cosine_ops"],
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.attachment} #{self.index} (p.{self.page_number})"

@@ -40,10 +40,12 @@ api = NinjaAPI(
 @api.exception_handler(ValidationError)
 def validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse:
     errors: Any = exc.message_dict if hasattr(exc, "error_dict") else {"__all__": exc.messages}
-    status = 409 if getattr(exc, "code", None) in {"trashed", "not_trashed"} else 422
+    conflicts = {"trashed", "not_trashed", "active", "state", "locked", "duplicate"}
+    status = 409 if getattr(exc, "code", None) in conflicts else 422
     detail = "; ".join(m for msgs in errors.values() for m in msgs)
     return api.create_response(request, {"detail": detail, "errors": errors}, status=status)
 
 
 api.add_router("/", "accounts.api.router")
 api.add_router("/", "notes.api.router")
+api.add_router("/", "attachments.api.router")

@@ -125,7 +125,7 @@ else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
 TASK_BROKER = env_choice("TASK_BROKER", ("orm", "redis"), "orm")
-TASK_TIMEOUT = env_int("TASK_TIMEOUT", 600, minimum=10)
+TASK_TIMEOUT = env_int("TASK_TIMEOUT", 1800, minimum=10)
 Q_CLUSTER: dict[str, object] = {
     "name": "notebook",
     "workers": env_int("WORKERS", 2, minimum=1),
@@ -195,3 +195,33 @@ LOGGING = {
 # --- Notebook's own limits.
 NOTE_TITLE_MAX = 200
 NOTE_BODY_MAX_CHARS = env_int("NOTE_BODY_MAX_CHARS", 200_000, minimum=1_000)
+
+# --- PDF attachments and ingestion.
+MAX_UPLOAD_MB = env_int("MAX_UPLOAD_MB", 50, minimum=1)
+MAX_PDF_PAGES = env_int("MAX_PDF_PAGES", 2000, minimum=1)
+USER_QUOTA_MB = env_int("USER_QUOTA_MB", 2048, minimum=1)
+FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024  # larger uploads spool to a temporary file
+DATA_UPLOAD_MAX_NUMBER_FILES = 50
+# Each PDF is parsed in child processes with these limits, so a hostile file fails alone.
+EXTRACT_TIMEOUT = env_int("EXTRACT_TIMEOUT", 300, minimum=5)
+EXTRACT_MEMORY_MB = env_int("EXTRACT_MEMORY_MB", 1024, minimum=128)
+EXTRACT_PROCESSES = env_int("EXTRACT_PROCESSES", min(os.cpu_count() or 1, 4), minimum=1)
+OCR_ENABLED = env_bool("OCR_ENABLED", True)
+OCR_MIN_CHARS = env_int("OCR_MIN_CHARS", 50, minimum=0)
+OCR_DPI = env_int("OCR_DPI", 200, minimum=72)
+OCR_TIMEOUT = env_int("OCR_TIMEOUT", 600, minimum=5)
+OCR_MEMORY_MB = env_int("OCR_MEMORY_MB", 3072, minimum=256)
+# Transient failures (embedding API 429/5xx) are retried this many times, backing off.
+INGEST_MAX_ATTEMPTS = env_int("INGEST_MAX_ATTEMPTS", 3, minimum=1)
+# A row still "processing" this long after its last progress update is considered abandoned.
+INGEST_STALE_SECONDS = env_int("INGEST_STALE_SECONDS", TASK_TIMEOUT + 60, minimum=30)
+
+# --- Embeddings: local sentence-transformers (default) or any OpenAI-compatible /v1/embeddings.
+EMBEDDING_BACKEND = env_choice("EMBEDDING_BACKEND", ("local", "openai"), "local")
+EMBEDDING_MODEL = env_str("EMBEDDING_MODEL")  # local: a path or model name; openai: model id
+EMBEDDING_DIMENSIONS = env_int("EMBEDDING_DIMENSIONS", 384, minimum=1)
+EMBEDDING_BATCH_SIZE = env_int("EMBEDDING_BATCH_SIZE", 32, minimum=1)
+OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
+OPENAI_API_KEY = env_str("OPENAI_API_KEY")
+EMBEDDING_BASE_URL = env_str("EMBEDDING_BASE_URL", OPENAI_BASE_URL)
+EMBEDDING_API_KEY = env_str("EMBEDDING_API_KEY", OPENAI_API_KEY)

@@ -32,6 +32,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", _api_urls()),
     path("", include("notes.urls")),
+    path("", include("attachments.urls")),
 ]
 
 admin.site.site_header = "Notebook administration"

@@ -22,7 +22,8 @@ def _visible_notebooks(*, user: User) -> QuerySet[Notebook]:
     return Notebook.objects.filter(owner=user)
 
 
-def _visible_notes(*, user: User) -> QuerySet[Note]:
+def visible_notes(*, user: User) -> QuerySet[Note]:
+    """Every note (trashed or not) in a notebook the user may see; other apps scope through it."""
     return Note.objects.filter(notebook__in=_visible_notebooks(user=user))
 
 
@@ -50,7 +51,7 @@ def note_list(*, user: User, notebook_id: int, trashed: bool = False) -> QuerySe
 
 def note_get(*, user: User, note_id: int, include_trashed: bool = True) -> Note:
     """One note in a notebook the user may see; Http404 otherwise (or if trashed, unless asked)."""
-    notes = _visible_notes(user=user).select_related("notebook", "author")
+    notes = visible_notes(user=user).select_related("notebook", "author")
     if not include_trashed:
         notes = notes.filter(trashed_at__isnull=True)
     return get_object_or_404(notes, pk=note_id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
@@ -118,8 +119,15 @@ def note_create(request: AuthenticatedHttpRequest, notebook_id: int) -> HttpResp
 @login_required
 @require_http_methods(["GET"])
 def note_detail(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
+    from attachments.selectors import attachment_list
+
     note = selectors.note_get(user=request.user, note_id=note_id)
-    return render(request, "notes/note_detail.html", {"note": note})
+    context = {
+        "note": note,
+        "attachments": attachment_list(user=request.user, note_id=note.pk),
+        "max_upload_mb": settings.MAX_UPLOAD_MB,
+    }
+    return render(request, "notes/note_detail.html", context)
 
 
 @login_required

@@ -1,10 +1,15 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from django.test import Client
 
 from accounts.services import api_token_create
 from tests.factories import NotebookFactory, NoteFactory, UserFactory
+
+
+EVAL_PDFS = Path(__file__).resolve().parent.parent.parent / "shared" / "eval" / "pdfs"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -64,3 +69,26 @@ def bob_note(bob, bob_notebook):
     return NoteFactory.create(
         notebook=bob_notebook, author=bob, title="Bob's note", body="bob only"
     )
+
+
+@pytest.fixture(autouse=True)
+def _media_root(settings, tmp_path_factory):
+    """Uploaded files go to a fresh directory per test, never to DATA_DIR."""
+    settings.MEDIA_ROOT = tmp_path_factory.mktemp("media")
+
+
+def upload(user, note, name: str, data: bytes | None = None):
+    """Attach a PDF from the eval set (or raw bytes) to `note` through the real service."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from attachments.services import attachment_upload
+
+    content = data if data is not None else (EVAL_PDFS / name).read_bytes()
+    return attachment_upload(
+        user=user, note=note, uploaded=SimpleUploadedFile(name, content, "application/pdf")
+    )
+
+
+@pytest.fixture
+def bob_attachment(bob, bob_note):
+    return upload(bob, bob_note, "url-password-opensesame.pdf")

@@ -14,6 +14,7 @@ from django.urls import URLPattern, get_resolver
 
 from notebook.api import api
 from notes.models import Note, Notebook
+from tests.conftest import EVAL_PDFS
 
 pytestmark = pytest.mark.django_db
 
@@ -30,6 +31,14 @@ OBJECT_PAGES = {
     "notes:note_restore": ("note", ["POST"]),
     "notes:note_delete": ("note", ["GET", "POST"]),
     "accounts:token_revoke": ("token", ["POST"]),
+    "attachments:upload": ("note", ["POST"]),
+    "attachments:row": ("attachment", ["GET"]),
+    "attachments:download": ("attachment", ["GET"]),
+    "attachments:pages": ("attachment", ["GET"]),
+    "attachments:reprocess": ("attachment", ["POST"]),
+    "attachments:delete": ("attachment", ["GET", "POST"]),
+    "attachments:password": ("attachment", ["POST"]),
+    "attachments:unlock": ("attachment", ["POST"]),
 }
 # Pages without an object id: they must still require a login.
 PLAIN_PAGES = {
@@ -64,11 +73,25 @@ def test_every_page_is_covered_by_this_test():
 
 
 @pytest.fixture
-def bobs_objects(bob, bob_notebook, bob_note):
+def bobs_objects(bob, bob_notebook, bob_note, bob_attachment):
     from accounts.services import api_token_create
 
     token, _ = api_token_create(user=bob, name="bob's script")
-    return {"notebook": bob_notebook.pk, "note": bob_note.pk, "token": token.pk}
+    return {
+        "notebook": bob_notebook.pk,
+        "note": bob_note.pk,
+        "token": token.pk,
+        "attachment": bob_attachment.pk,
+    }
+
+
+def _bobs_data_untouched(ids: dict[str, int]) -> None:
+    from attachments.models import NoteAttachment
+
+    attachment = NoteAttachment.objects.get(pk=ids["attachment"])
+    assert attachment.status == "needs_password"  # not reprocessed, unlocked or deleted
+    assert attachment.password_attempts == 0
+    assert NoteAttachment.objects.filter(note_id=ids["note"]).count() == 1
 
 
 def _url_for(name: str, object_id: int) -> str:
@@ -84,7 +107,9 @@ def test_pages_answer_404_for_another_users_objects(name, alice_client, bobs_obj
     kind, methods = OBJECT_PAGES[name]
     url = _url_for(name, bobs_objects[kind])
     for method in methods:
-        data = {"title": "pwned", "body": "pwned", "description": "pwned"}
+        data = {"title": "pwned", "body": "pwned", "description": "pwned", "password": "x"}
+        if name == "attachments:upload":
+            data["files"] = _pdf_upload()
         response = getattr(alice_client, method.lower())(url, data)
         assert response.status_code == 404, f"{method} {url} answered {response.status_code}"
     bob_note.refresh_from_db()
@@ -128,7 +153,21 @@ def _api_operations() -> list[tuple[str, str]]:
     ]
 
 
+def _pdf_upload():
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    return SimpleUploadedFile("mine.pdf", (EVAL_PDFS / "url.pdf").read_bytes(), "application/pdf")
+
+
 API_WITH_IDS = {
+    ("POST", "/api/notes/{note_id}/attachments"),
+    ("GET", "/api/notes/{note_id}/attachments"),
+    ("GET", "/api/attachments/{attachment_id}"),
+    ("GET", "/api/attachments/{attachment_id}/file"),
+    ("GET", "/api/attachments/{attachment_id}/pages"),
+    ("POST", "/api/attachments/{attachment_id}/password"),
+    ("POST", "/api/attachments/{attachment_id}/reprocess"),
+    ("DELETE", "/api/attachments/{attachment_id}"),
     ("GET", "/api/notebooks/{notebook_id}"),
     ("PATCH", "/api/notebooks/{notebook_id}"),
     ("DELETE", "/api/notebooks/{notebook_id}"),
@@ -154,10 +193,13 @@ def _fill(path: str, ids: dict[str, int]) -> str:
 @pytest.mark.parametrize(("method", "path"), sorted(API_WITH_IDS))
 def test_api_answers_404_for_another_users_objects(method, path, alice_api, bobs_objects):
     url = _fill(path, bobs_objects)
-    response = alice_api.generic(
-        method, url, '{"title": "pwned", "body": "pwned"}', content_type="application/json"
-    )
+    if path.endswith("/attachments") and method == "POST":
+        response = alice_api.post(url, {"files": [_pdf_upload()]})
+    else:
+        body = '{"title": "pwned", "body": "pwned", "password": "x"}'
+        response = alice_api.generic(method, url, body, content_type="application/json")
     assert response.status_code == 404, f"{method} {url} answered {response.status_code}"
+    _bobs_data_untouched(bobs_objects)
     assert Note.objects.filter(pk=bobs_objects["note"], title="Bob's note").exists()
     assert Notebook.objects.filter(pk=bobs_objects["notebook"], title="Bob's secrets").exists()
 

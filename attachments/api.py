@@ -1,0 +1,112 @@
+"""REST endpoints for attachments; every handler reads through a selector with request.user."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.db.models import QuerySet
+from django.http import FileResponse
+from ninja import File, Router, Status
+from ninja.files import UploadedFile
+
+from attachments import selectors, services
+from attachments.models import DocumentPage, NoteAttachment
+from attachments.schemas import AttachmentOut, PageOut, PasswordIn, UploadErrorOut, UploadOut
+from notebook.types import AuthenticatedHttpRequest
+from notes.selectors import note_get
+
+router = Router(tags=["attachments"])
+
+
+@router.post(
+    "/notes/{note_id}/attachments", response={201: UploadOut, 409: UploadOut, 422: UploadOut}
+)
+def create_attachments(
+    request: AuthenticatedHttpRequest, note_id: int, files: File[list[UploadedFile]]
+) -> Status[UploadOut]:
+    """Upload one or more PDFs (multipart field `files`). Each file is checked on its own:
+    201 if at least one was stored, else 409 (all duplicates) or 422, with a reason per file."""
+    note = note_get(user=request.user, note_id=note_id)
+    created: list[NoteAttachment] = []
+    errors: list[UploadErrorOut] = []
+    for uploaded in files:
+        try:
+            created.append(
+                services.attachment_upload(user=request.user, note=note, uploaded=uploaded)
+            )
+        except services.DuplicateAttachment as dup:
+            errors.append(
+                UploadErrorOut(
+                    file=uploaded.name or "",
+                    detail=dup.messages[0],
+                    code="duplicate",
+                    existing_id=dup.existing.pk,
+                )
+            )
+        except ValidationError as exc:
+            errors.append(
+                UploadErrorOut(
+                    file=uploaded.name or "",
+                    detail=" ".join(exc.messages),
+                    code=str(exc.code or "invalid"),
+                )
+            )
+    body = UploadOut(attachments=[AttachmentOut.from_orm(a) for a in created], errors=errors)
+    if created:
+        return Status(201, body)
+    return Status(409 if all(e.code == "duplicate" for e in errors) else 422, body)
+
+
+@router.get("/notes/{note_id}/attachments", response=list[AttachmentOut])
+def list_attachments(request: AuthenticatedHttpRequest, note_id: int) -> QuerySet[NoteAttachment]:
+    return selectors.attachment_list(user=request.user, note_id=note_id)
+
+
+@router.get("/attachments/{attachment_id}", response=AttachmentOut)
+def retrieve_attachment(request: AuthenticatedHttpRequest, attachment_id: int) -> NoteAttachment:
+    """Status and progress (stage, progress_current of progress_total) of one attachment."""
+    return selectors.attachment_get(user=request.user, attachment_id=attachment_id)
+
+
+@router.get("/attachments/{attachment_id}/file")
+def download_attachment(request: AuthenticatedHttpRequest, attachment_id: int) -> FileResponse:
+    """The original PDF as uploaded."""
+    attachment = selectors.attachment_get(user=request.user, attachment_id=attachment_id)
+    response = FileResponse(
+        attachment.file.open("rb"),
+        content_type="application/pdf",
+        as_attachment=True,
+        filename=attachment.original_name,
+    )
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+@router.get("/attachments/{attachment_id}/pages", response=list[PageOut])
+def list_attachment_pages(
+    request: AuthenticatedHttpRequest, attachment_id: int
+) -> QuerySet[DocumentPage]:
+    """The extracted text, page by page (`is_ocr` marks pages read by OCR)."""
+    return selectors.attachment_pages(user=request.user, attachment_id=attachment_id)
+
+
+@router.post("/attachments/{attachment_id}/password", response=AttachmentOut)
+def submit_attachment_password(
+    request: AuthenticatedHttpRequest, attachment_id: int, payload: PasswordIn
+) -> NoteAttachment:
+    """Unlock a password-protected PDF (used once, never stored). 422 on a wrong password;
+    after 3 wrong ones, 409 until `reprocess` is called."""
+    attachment = selectors.attachment_get(user=request.user, attachment_id=attachment_id)
+    return services.attachment_submit_password(attachment=attachment, password=payload.password)
+
+
+@router.post("/attachments/{attachment_id}/reprocess", response=AttachmentOut)
+def reprocess_attachment(request: AuthenticatedHttpRequest, attachment_id: int) -> NoteAttachment:
+    attachment = selectors.attachment_get(user=request.user, attachment_id=attachment_id)
+    return services.attachment_reprocess(attachment=attachment)
+
+
+@router.delete("/attachments/{attachment_id}", response={204: None})
+def delete_attachment(request: AuthenticatedHttpRequest, attachment_id: int) -> Status[None]:
+    attachment = selectors.attachment_get(user=request.user, attachment_id=attachment_id)
+    services.attachment_delete(attachment=attachment)
+    return Status(204, None)

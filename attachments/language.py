@@ -1,0 +1,53 @@
+"""Which language a document is in, and the Postgres text search configuration that fits it."""
+
+from __future__ import annotations
+
+from functools import cache
+
+from notebook.textutil import cjk_ratio
+
+# ISO 639-1 → Postgres text search configurations shipped with every server.
+POSTGRES_CONFIGS = {
+    "ar": "arabic", "ca": "catalan", "da": "danish", "de": "german", "el": "greek",
+    "en": "english", "es": "spanish", "eu": "basque", "fi": "finnish", "fr": "french",
+    "ga": "irish", "hi": "hindi", "hu": "hungarian", "hy": "armenian", "id": "indonesian",
+    "it": "italian", "lt": "lithuanian", "ne": "nepali", "nl": "dutch", "no": "norwegian",
+    "nb": "norwegian", "pt": "portuguese", "ro": "romanian", "ru": "russian", "sr": "serbian",
+    "sv": "swedish", "ta": "tamil", "tr": "turkish", "yi": "yiddish",
+}  # fmt: skip
+SEGMENTED = {"zh"}  # languages written without spaces that we segment with jieba
+
+
+@cache
+def _identifier():  # type: ignore[no-untyped-def]
+    from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+    return LanguageIdentifier.from_model_file(MODEL_FILE)
+
+
+def detect_language(text: str) -> str:
+    """ISO 639-1 code of the text's main language ("" when there is too little text)."""
+    sample = text[:20_000]
+    if len(sample.strip()) < 20:
+        return ""
+    if cjk_ratio(sample) > 0.3:
+        # py3langid mistakes some Chinese with embedded Latin for Japanese; kana decides.
+        kana = sum(1 for ch in sample if "\u3040" <= ch <= "\u30ff")
+        return "ja" if kana > len(sample) * 0.05 else "zh"
+    lang, _ = _identifier().classify(sample)
+    return str(lang)
+
+
+def search_config_for(language: str) -> str:
+    """The text search configuration for a language; `simple` (+ unaccent) otherwise."""
+    return POSTGRES_CONFIGS.get(language, "simple")
+
+
+def segment_for_search(text: str, language: str) -> str:
+    """Text as it goes into to_tsvector: Chinese is cut into words ("人工智能" stays one)."""
+    if language in SEGMENTED or (not language and cjk_ratio(text) > 0.3):
+        import jieba
+
+        jieba.setLogLevel(60)
+        return " ".join(jieba.cut_for_search(text))
+    return text

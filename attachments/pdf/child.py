@@ -1,0 +1,205 @@
+"""Child-process entry point: `python -m attachments.pdf.child MODE PATH [PAGES]`.
+
+Runs one untrusted PDF through pdfminer.six (modes `info`, `text`) or pypdfium2 + RapidOCR
+(mode `ocr`) under an address-space limit, and writes one JSON object per line to stdout.
+The password, if any, arrives on stdin so it never shows in `ps`. The parent enforces the
+wall-clock timeout by killing us; a MemoryError or the kernel's refusal ends us here.
+
+Exit codes: 0 done, 3 wrong or missing password, 4 damaged/unsupported file, 5 out of memory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import resource
+import sys
+import unicodedata
+from typing import Any
+
+EXIT_PASSWORD = 3
+EXIT_DAMAGED = 4
+EXIT_MEMORY = 5
+
+
+def _emit(obj: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def _limit_memory() -> None:
+    limit_mb = int(os.environ.get("NOTEBOOK_CHILD_MEMORY_MB", "0"))
+    if limit_mb > 0:
+        limit = limit_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def _parse_pages(spec: str) -> list[int]:
+    pages: list[int] = []
+    for part in spec.split(","):
+        if "-" in part:
+            first, last = part.split("-")
+            pages.extend(range(int(first), int(last) + 1))
+        elif part:
+            pages.append(int(part))
+    return pages
+
+
+def _open_pdfminer(path: str, password: str) -> Any:
+    from pdfminer.pdfdocument import PDFDocument
+    from pdfminer.pdfparser import PDFParser
+
+    fp = open(path, "rb")  # noqa: SIM115 - lives as long as this short process
+    return PDFDocument(PDFParser(fp), password=password)
+
+
+# TeX-made PDFs often draw accents as separate spacing characters ("w¨ahrend"); put them back
+# on their letter so words are searchable and quotable ("während").
+_SPACING_ACCENTS = {
+    "¨": "\u0308",
+    "´": "\u0301",
+    "˜": "\u0303",
+    "ˆ": "\u0302",
+    "¸": "\u0327",
+    "˚": "\u030a",
+}
+_ACCENT_BEFORE_LETTER = re.compile("([" + "".join(_SPACING_ACCENTS) + "]) ?([A-Za-z])")
+
+
+def fix_accents(text: str) -> str:
+    if not any(ch in text for ch in _SPACING_ACCENTS):
+        return text
+    fixed = _ACCENT_BEFORE_LETTER.sub(lambda m: m.group(2) + _SPACING_ACCENTS[m.group(1)], text)
+    return unicodedata.normalize("NFC", fixed)
+
+
+def _line_style(line: Any) -> tuple[float, bool]:
+    from pdfminer.layout import LTChar
+
+    total = 0.0
+    count = 0
+    bold = 0
+    for ch in line:
+        if isinstance(ch, LTChar):
+            total += ch.size
+            count += 1
+            name = ch.fontname.lower()
+            if "bold" in name or "black" in name or "heavy" in name or ".b" in name[-3:]:
+                bold += 1
+    if not count:
+        return 0.0, False
+    return round(total / count, 2), bold * 2 > count
+
+
+def run_info(path: str, password: str) -> None:
+    from pdfminer.pdfpage import PDFPage
+
+    doc = _open_pdfminer(path, password)
+    count = sum(1 for _ in PDFPage.create_pages(doc))
+    _emit({"page_count": count})
+
+
+def run_text(path: str, password: str, pages: list[int]) -> None:
+    """Lines with font size and boldness, so the parent can find headings."""
+    from pdfminer.converter import PDFPageAggregator
+    from pdfminer.layout import LAParams, LTTextContainer, LTTextLine
+    from pdfminer.pdfinterp import PDFPageInterpreter, PDFResourceManager
+    from pdfminer.pdfpage import PDFPage
+
+    wanted = set(pages)
+    last = max(wanted)
+    doc = _open_pdfminer(path, password)
+    manager = PDFResourceManager(caching=True)
+    device = PDFPageAggregator(manager, laparams=LAParams())
+    interpreter = PDFPageInterpreter(manager, device)
+    for number, page in enumerate(PDFPage.create_pages(doc), start=1):
+        if number > last:
+            break
+        if number not in wanted:
+            continue
+        interpreter.process_page(page)
+        layout = device.get_result()
+        parts: list[str] = []
+        lines: list[tuple[int, int, float, bool]] = []
+        offset = 0
+        for box in layout:
+            if not isinstance(box, LTTextContainer):
+                continue
+            box_started = False
+            for line in box:
+                if not isinstance(line, LTTextLine):
+                    continue
+                text = fix_accents(line.get_text().rstrip("\n").rstrip())
+                if not text.strip():
+                    continue
+                sep = "\n" if box_started else ("\n\n" if parts else "")
+                offset += len(sep)
+                parts.append(sep + text)
+                size, bold = _line_style(line)
+                lines.append((offset, offset + len(text), size, bold))
+                offset += len(text)
+                box_started = True
+        _emit({"page": number, "text": "".join(parts), "lines": lines})
+
+
+def run_ocr(path: str, password: str, pages: list[int]) -> None:
+    import numpy as np
+    import pypdfium2 as pdfium
+    from rapidocr import RapidOCR
+
+    dpi = int(os.environ.get("NOTEBOOK_OCR_DPI", "200"))
+    max_pixels = int(os.environ.get("NOTEBOOK_OCR_MAX_PIXELS", str(40_000_000)))
+    engine = RapidOCR(params={"Global.log_level": "error"})
+    pdf = pdfium.PdfDocument(path, password=password or None)
+    for number in pages:
+        page = pdf[number - 1]
+        width, height = page.get_size()
+        scale = dpi / 72
+        # A huge page (or a tiny one declared huge) must not become a huge bitmap.
+        if width * height * scale * scale > max_pixels:
+            scale = (max_pixels / (width * height)) ** 0.5
+        image = page.render(scale=scale).to_numpy()
+        result = engine(np.ascontiguousarray(image[:, :, :3]))
+        texts = list(getattr(result, "txts", None) or ())
+        _emit({"page": number, "text": "\n".join(t.strip() for t in texts if t.strip())})
+
+
+def main(argv: list[str]) -> int:
+    mode, path = argv[1], argv[2]
+    pages = _parse_pages(argv[3]) if len(argv) > 3 else []
+    password = sys.stdin.readline().rstrip("\n")
+    _limit_memory()
+    from pdfminer.pdfdocument import PDFPasswordIncorrect
+
+    try:
+        if mode == "info":
+            run_info(path, password)
+        elif mode == "text":
+            run_text(path, password, pages)
+        elif mode == "ocr":
+            run_ocr(path, password, pages)
+        else:
+            raise SystemExit(f"unknown mode {mode}")
+    except PDFPasswordIncorrect:
+        _emit({"error": "password"})
+        return EXIT_PASSWORD
+    except MemoryError:
+        _emit({"error": "memory"})
+        return EXIT_MEMORY
+    except RecursionError:
+        _emit({"error": "damaged", "message": "its structure refers to itself endlessly"})
+        return EXIT_DAMAGED
+    except Exception as exc:  # any parser failure on untrusted input is "damaged"
+        message = str(exc) or type(exc).__name__
+        if "password" in message.lower() and mode == "ocr":
+            _emit({"error": "password"})
+            return EXIT_PASSWORD
+        _emit({"error": "damaged", "message": f"{type(exc).__name__}: {message}"[:300]})
+        return EXIT_DAMAGED
+    return 0
+
+
+if __name__ == "__main__":
+    sys.setrecursionlimit(5000)
+    sys.exit(main(sys.argv))

@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+from datetime import datetime
+
+from ninja import Schema
+
+
+class AttachmentOut(Schema):
+    id: int
+    note_id: int
+    original_name: str
+    size: int
+    sha256: str
+    page_count: int | None
+    status: str
+    stage: str
+    progress_current: int
+    progress_total: int
+    progress_percent: int
+    error: str
+    ocr_pages: int
+    password_attempts: int
+    language: str
+    embedding_model: str
+    created_at: datetime
+    ready_at: datetime | None
+
+
+class UploadErrorOut(Schema):
+    file: str
+    detail: str
+    code: str
+    existing_id: int | None = None
+
+
+class UploadOut(Schema):
+    attachments: list[AttachmentOut]
+    errors: list[UploadErrorOut]
+
+
+class PageOut(Schema):
+    number: int
+    text: str
+    is_ocr: bool
+
+
+class PasswordIn(Schema):
+    password: str

@@ -1,0 +1,44 @@
+"""Reads of attachments and their pages, scoped through the notes the user may see."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from django.db.models import QuerySet
+from django.shortcuts import get_object_or_404
+
+from attachments.models import DocumentPage, NoteAttachment
+from notes.selectors import note_get, visible_notes
+
+if TYPE_CHECKING:
+    from notebook.types import User
+
+
+def _visible_attachments(*, user: User) -> QuerySet[NoteAttachment]:
+    return NoteAttachment.objects.filter(note__in=visible_notes(user=user))
+
+
+def attachment_list(*, user: User, note_id: int) -> QuerySet[NoteAttachment]:
+    """Attachments of one note the user may see (Http404 for anyone else's note)."""
+    note = note_get(user=user, note_id=note_id)
+    return NoteAttachment.objects.filter(note=note).select_related("note").order_by("created_at")
+
+
+def attachment_get(*, user: User, attachment_id: int) -> NoteAttachment:
+    """One attachment on a note the user may see; Http404 otherwise."""
+    return get_object_or_404(
+        _visible_attachments(user=user).select_related("note", "note__notebook"), pk=attachment_id
+    )
+
+
+def attachment_pages(*, user: User, attachment_id: int) -> QuerySet[DocumentPage]:
+    """The extracted pages of one visible attachment, in order."""
+    attachment = attachment_get(user=user, attachment_id=attachment_id)
+    return DocumentPage.objects.filter(attachment=attachment).order_by("number")
+
+
+def storage_used(*, user: User) -> int:
+    """Bytes of PDFs this user uploaded (what the quota counts)."""
+    from django.db.models import Sum
+
+    return NoteAttachment.objects.filter(uploaded_by=user).aggregate(s=Sum("size"))["s"] or 0

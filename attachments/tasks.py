@@ -1,0 +1,15 @@
+"""django-q2 entry points: thin, take ids, call one service."""
+
+from __future__ import annotations
+
+from attachments import services
+
+
+def ingest_attachment(attachment_id: int | str) -> None:
+    """Run the ingestion pipeline for one attachment (no-op unless it is pending)."""
+    services.attachment_ingest(attachment_id=int(attachment_id))
+
+
+def reap_stuck_attachments() -> int:
+    """Periodic: requeue or fail attachments stuck in processing; requeue lost pending ones."""
+    return services.attachment_reap_stuck()

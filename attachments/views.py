@@ -1,0 +1,174 @@
+"""Attachment pages and partials: upload, live status rows, download, page text, password."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import FileResponse, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+
+from attachments import selectors, services
+from attachments.models import NoteAttachment
+from notebook.types import AuthenticatedHttpRequest
+from notes.selectors import note_get
+
+ROW = "attachments/_row.html"
+
+
+def _row(
+    request: AuthenticatedHttpRequest,
+    attachment: NoteAttachment,
+    *,
+    error: str = "",
+    status: int = 200,
+) -> HttpResponse:
+    return render(request, ROW, {"attachment": attachment, "row_error": error}, status=status)
+
+
+@login_required
+@require_POST
+def attachment_upload(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
+    """One or many files. HTMX/JS callers get row partials; a plain form post redirects back."""
+    note = note_get(user=request.user, note_id=note_id)
+    files = request.FILES.getlist("files")
+    if not files:
+        if request.htmx or request.headers.get("X-Upload") == "1":
+            return render(
+                request,
+                "attachments/_upload_error.html",
+                {"message": "Choose a PDF first."},
+                status=400,
+            )
+        messages.error(request, "Choose one or more PDF files first.")
+        return redirect("notes:note_detail", note_id=note.pk)
+    rendered: list[str] = []
+    status = 201
+    for uploaded in files:
+        try:
+            attachment = services.attachment_upload(user=request.user, note=note, uploaded=uploaded)
+        except services.DuplicateAttachment as dup:
+            status = 409 if len(files) == 1 else status
+            message = f"{dup.messages[0]} It is shown below."
+            rendered.append(_error_html(request, message, existing=dup.existing))
+            if not _wants_fragment(request):
+                messages.info(request, message)
+            continue
+        except ValidationError as exc:
+            status = 400 if len(files) == 1 else status
+            rendered.append(_error_html(request, " ".join(exc.messages)))
+            if not _wants_fragment(request):
+                messages.error(request, " ".join(exc.messages))
+            continue
+        rendered.append(_row(request, attachment).content.decode())
+        if not _wants_fragment(request):
+            messages.success(
+                request, f"Uploaded “{attachment.original_name}”. Processing starts now."
+            )
+    if _wants_fragment(request):
+        return HttpResponse("".join(rendered), status=status)
+    return redirect("notes:note_detail", note_id=note.pk)
+
+
+def _wants_fragment(request: AuthenticatedHttpRequest) -> bool:
+    return bool(request.htmx) or request.headers.get("X-Upload") == "1"
+
+
+def _error_html(
+    request: AuthenticatedHttpRequest, message: str, existing: NoteAttachment | None = None
+) -> str:
+    context = {"message": message, "existing": existing}
+    return render(request, "attachments/_upload_error.html", context).content.decode()
+
+
+@login_required
+@require_http_methods(["GET"])
+def attachment_row(request: AuthenticatedHttpRequest, attachment_id: int) -> HttpResponse:
+    """The status row; it polls itself while the attachment is queued or processing."""
+    return _row(request, selectors.attachment_get(user=request.user, attachment_id=attachment_id))
+
+
+@login_required
+@require_http_methods(["GET"])
+def attachment_download(request: AuthenticatedHttpRequest, attachment_id: int) -> FileResponse:
+    attachment = selectors.attachment_get(user=request.user, attachment_id=attachment_id)
+    # FileResponse writes Content-Disposition with an RFC 5987 filename* for non-ASCII names
+    # and escapes quotes; the name was stripped of control characters at upload.
+    response = FileResponse(
+        attachment.file.open("rb"),
+        content_type="application/pdf",
+        as_attachment=request.GET.get("download") == "1",
+        filename=attachment.original_name,
+    )
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "sandbox; default-src 'none'; object-src 'none'"
+    response["Cache-Control"] = "private, max-age=3600"
+    return response
+
+
+@login_required
+@require_http_methods(["GET"])
+def attachment_pages(request: AuthenticatedHttpRequest, attachment_id: int) -> HttpResponse:
+    attachment = selectors.attachment_get(user=request.user, attachment_id=attachment_id)
+    pages = selectors.attachment_pages(user=request.user, attachment_id=attachment_id)
+    return render(request, "attachments/pages.html", {"attachment": attachment, "pages": pages})
+
+
+@login_required
+@require_POST
+def attachment_reprocess(request: AuthenticatedHttpRequest, attachment_id: int) -> HttpResponse:
+    attachment = selectors.attachment_get(user=request.user, attachment_id=attachment_id)
+    error = ""
+    try:
+        attachment = services.attachment_reprocess(attachment=attachment)
+    except ValidationError as exc:
+        error = " ".join(exc.messages)
+    if request.htmx:
+        return _row(request, attachment, error=error)
+    if error:
+        messages.error(request, error)
+    return redirect("notes:note_detail", note_id=attachment.note_id)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def attachment_delete(request: AuthenticatedHttpRequest, attachment_id: int) -> HttpResponse:
+    attachment = selectors.attachment_get(user=request.user, attachment_id=attachment_id)
+    if request.method == "POST":
+        services.attachment_delete(attachment=attachment)
+        if request.htmx:
+            return HttpResponse("")
+        messages.success(request, f"Deleted “{attachment.original_name}”.")
+        return redirect("notes:note_detail", note_id=attachment.note_id)
+    return render(request, "attachments/delete.html", {"attachment": attachment})
+
+
+@login_required
+@require_POST
+def attachment_password(request: AuthenticatedHttpRequest, attachment_id: int) -> HttpResponse:
+    attachment = selectors.attachment_get(user=request.user, attachment_id=attachment_id)
+    error = ""
+    try:
+        attachment = services.attachment_submit_password(
+            attachment=attachment, password=request.POST.get("password", "")
+        )
+    except ValidationError as exc:
+        error = " ".join(exc.messages)
+        attachment.refresh_from_db()
+    if request.htmx:
+        return _row(request, attachment, error=error, status=200)
+    if error:
+        messages.error(request, error)
+    return redirect("notes:note_detail", note_id=attachment.note_id)
+
+
+@login_required
+@require_POST
+def attachment_unlock_reset(request: AuthenticatedHttpRequest, attachment_id: int) -> HttpResponse:
+    attachment = services.attachment_unlock_reset(
+        attachment=selectors.attachment_get(user=request.user, attachment_id=attachment_id)
+    )
+    if request.htmx:
+        return _row(request, attachment)
+    return redirect("notes:note_detail", note_id=attachment.note_id)

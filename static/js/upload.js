@@ -1,0 +1,123 @@
+// Drag-and-drop and multi-file upload for a note's PDFs, one request per file with its own
+// progress bar; the server answers with the row partial, which then polls itself via htmx.
+// Also opens and closes the password <dialog>. No inline scripts: everything is wired here.
+(function () {
+  "use strict";
+
+  function csrfToken(form) {
+    const input = form.querySelector("input[name=csrfmiddlewaretoken]");
+    return input ? input.value : "";
+  }
+
+  function placeholder(file) {
+    const row = document.createElement("li");
+    row.className = "attachment-row uploading";
+    const name = document.createElement("div");
+    name.className = "attachment-name";
+    name.textContent = file.name; // textContent: a hostile file name stays text
+    const bar = document.createElement("progress");
+    bar.max = 100;
+    bar.value = 0;
+    bar.setAttribute("aria-label", "Uploading " + file.name);
+    const note = document.createElement("small");
+    note.className = "muted";
+    note.textContent = "Uploading…";
+    row.append(name, bar, note);
+    return { row, bar, note };
+  }
+
+  function replaceWithHtml(row, html) {
+    const template = document.createElement("template");
+    template.innerHTML = html.trim();
+    const nodes = Array.from(template.content.children);
+    row.replaceWith(...nodes);
+    nodes.forEach(function (node) {
+      if (window.htmx) window.htmx.process(node);
+    });
+  }
+
+  function upload(form, list, file) {
+    const empty = document.getElementById("no-attachments");
+    if (empty) empty.remove();
+    const ui = placeholder(file);
+    list.append(ui.row);
+    const xhr = new XMLHttpRequest();
+    xhr.open("POST", form.action);
+    xhr.setRequestHeader("X-CSRFToken", csrfToken(form));
+    xhr.setRequestHeader("X-Upload", "1");
+    xhr.upload.addEventListener("progress", function (event) {
+      if (event.lengthComputable) ui.bar.value = Math.round((100 * event.loaded) / event.total);
+    });
+    xhr.addEventListener("load", function () {
+      if (xhr.responseText && xhr.getResponseHeader("Content-Type").indexOf("text/html") === 0) {
+        replaceWithHtml(ui.row, xhr.responseText);
+      } else {
+        ui.note.textContent = "Upload failed (" + xhr.status + "). Try again.";
+        ui.row.classList.add("upload-error");
+      }
+    });
+    xhr.addEventListener("error", function () {
+      ui.note.textContent = "Upload failed: the server could not be reached.";
+      ui.row.classList.add("upload-error");
+    });
+    const data = new FormData();
+    data.append("files", file, file.name);
+    xhr.send(data);
+  }
+
+  function initDropzone(zone) {
+    const form = zone.querySelector("form");
+    const input = zone.querySelector("[data-file-input]");
+    const list = document.getElementById(zone.dataset.list);
+    const send = function (files) {
+      Array.from(files).forEach(function (file) {
+        upload(form, list, file);
+      });
+    };
+    ["dragenter", "dragover"].forEach(function (type) {
+      zone.addEventListener(type, function (event) {
+        event.preventDefault();
+        zone.classList.add("dragging");
+      });
+    });
+    ["dragleave", "drop"].forEach(function (type) {
+      zone.addEventListener(type, function () {
+        zone.classList.remove("dragging");
+      });
+    });
+    zone.addEventListener("drop", function (event) {
+      event.preventDefault();
+      if (event.dataTransfer && event.dataTransfer.files.length) send(event.dataTransfer.files);
+    });
+    input.addEventListener("change", function () {
+      send(input.files);
+      input.value = "";
+    });
+  }
+
+  document.addEventListener("click", function (event) {
+    const opener = event.target.closest("[data-open-dialog]");
+    if (opener) {
+      const dialog = document.getElementById(opener.dataset.openDialog);
+      if (dialog) dialog.showModal();
+    }
+    const closer = event.target.closest("[data-close-dialog]");
+    if (closer) closer.closest("dialog").close();
+    const dismiss = event.target.closest("[data-dismiss]");
+    if (dismiss) dismiss.closest("li").remove();
+  });
+
+  function showMarkedDialogs(root) {
+    root.querySelectorAll("dialog[data-show]").forEach(function (dialog) {
+      if (!dialog.open) dialog.showModal();
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    document.querySelectorAll("[data-dropzone]").forEach(initDropzone);
+    showMarkedDialogs(document);
+  });
+  document.addEventListener("htmx:load", function (event) {
+    showMarkedDialogs(event.target);
+  });
+})();

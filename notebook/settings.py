@@ -104,6 +104,9 @@ DATABASES = {
     "default": database_from_url(_database_url) if _database_url else embedded_database(DATA_DIR)
 }
 DATABASES["default"]["CONN_MAX_AGE"] = env_int("CONN_MAX_AGE", 0, minimum=0)
+# Two test runs on one server at once need different test databases (default test_<NAME>).
+if _test_name := env_str("TEST_DATABASE_NAME"):
+    DATABASES["default"]["TEST"] = {"NAME": _test_name}
 # Reconnect transparently after a Postgres restart instead of failing the next request.
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

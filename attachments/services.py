@@ -485,6 +485,27 @@ def _embed(run: _Run) -> None:
     run.timings["embed"] = round(time.monotonic() - started, 3)
 
 
+def attachment_reembed(*, attachment_id: int) -> None:
+    """Embed a ready attachment's chunks that lack a vector from the configured model (after
+    a model change). Claims READY → PROCESSING; keyword search keeps working meanwhile."""
+    claimed = NoteAttachment.objects.filter(pk=attachment_id, status=Status.READY).update(
+        status=Status.PROCESSING,
+        stage=Stage.EMBEDDING,
+        attempts=F("attempts") + 1,
+        heartbeat_at=timezone.now(),
+    )
+    if not claimed:
+        return
+    run = _Run(NoteAttachment.objects.get(pk=attachment_id))
+    try:
+        _embed(run)
+        run.end(status=Status.READY, stage=Stage.DONE, embedding_model=embedding_model_name())
+    except Superseded:
+        pass
+    except EmbeddingError as exc:
+        run.end(status=Status.FAILED, error=f"Re-embedding failed: {exc} Reprocess to retry.")
+
+
 def attachment_reap_stuck() -> int:
     """Requeue (or, after too many runs, fail) attachments whose run stopped reporting, and
     requeue pending ones whose task was lost. Returns how many rows it touched."""

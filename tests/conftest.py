@@ -8,7 +8,6 @@ from django.test import Client
 from accounts.services import api_token_create
 from tests.factories import NotebookFactory, NoteFactory, UserFactory
 
-
 EVAL_PDFS = Path(__file__).resolve().parent.parent.parent / "shared" / "eval" / "pdfs"
 
 

@@ -55,20 +55,40 @@ def fake_openai_server(dims: int = 384) -> Iterator[FakeOpenAI]:
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", "0"))
             payload = json.loads(self.rfile.read(length) or b"{}")
-            state.requests.append({"path": self.path, "body": payload, "auth": self.headers.get("Authorization")})
+            state.requests.append(
+                {"path": self.path, "body": payload, "auth": self.headers.get("Authorization")}
+            )
             status = state.always or (state.script.pop(0) if state.script else 200)
             if self.path != "/v1/embeddings":
                 self._json(404, {"error": {"message": "not found"}})
             elif status != 200:
                 kinds = {429: "rate_limit_exceeded", 401: "invalid_api_key"}
-                self._json(status, {"error": {"message": f"fake {status}", "type": kinds.get(status, "server_error")}})
+                self._json(
+                    status,
+                    {
+                        "error": {
+                            "message": f"fake {status}",
+                            "type": kinds.get(status, "server_error"),
+                        }
+                    },
+                )
             else:
-                inputs = payload["input"] if isinstance(payload["input"], list) else [payload["input"]]
+                inputs = (
+                    payload["input"] if isinstance(payload["input"], list) else [payload["input"]]
+                )
                 data = [
                     {"object": "embedding", "index": i, "embedding": fake_vector(text, state.dims)}
                     for i, text in enumerate(inputs)
                 ]
-                self._json(200, {"object": "list", "data": data, "model": payload.get("model"), "usage": {"prompt_tokens": 1, "total_tokens": 1}})
+                self._json(
+                    200,
+                    {
+                        "object": "list",
+                        "data": data,
+                        "model": payload.get("model"),
+                        "usage": {"prompt_tokens": 1, "total_tokens": 1},
+                    },
+                )
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     state.url = f"http://127.0.0.1:{server.server_address[1]}/v1"

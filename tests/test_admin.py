@@ -19,9 +19,10 @@ def admin_client_logged_in() -> Client:
 
 def test_every_model_is_registered_with_list_display_and_search():
     from accounts.models import ApiToken
+    from attachments.models import DocumentChunk, DocumentPage, NoteAttachment
     from notes.models import Note, Notebook
 
-    for model in (Notebook, Note, ApiToken):
+    for model in (Notebook, Note, ApiToken, NoteAttachment, DocumentPage, DocumentChunk):
         model_admin = admin.site._registry[model]
         assert len(model_admin.list_display) > 1
         assert model_admin.search_fields
@@ -52,3 +53,32 @@ def test_admin_is_closed_to_regular_users(alice_client):
     response = alice_client.get("/admin/")
     assert response.status_code == 302
     assert "/admin/login/" in response["Location"]
+
+
+def test_attachment_admin_lists_filters_and_reprocesses(admin_client_logged_in, alice):
+    from attachments import services
+    from attachments.models import NoteAttachment
+    from tests.conftest import upload
+
+    note = NoteFactory.create(notebook=NotebookFactory.create(owner=alice))
+    attachment = upload(alice, note, "url.pdf")
+    services.attachment_ingest(attachment_id=attachment.pk)
+    client = admin_client_logged_in
+    for url in (
+        "/admin/attachments/noteattachment/?status__exact=ready",
+        "/admin/attachments/noteattachment/?q=url",
+        f"/admin/attachments/noteattachment/{attachment.pk}/change/",
+        "/admin/attachments/documentpage/?is_ocr__exact=0",
+        "/admin/attachments/documentchunk/?q=hyperref",
+    ):
+        assert client.get(url).status_code == 200, url
+    chunk = attachment.chunks.first()
+    page = client.get(f"/admin/attachments/documentchunk/{chunk.pk}/change/").content.decode()
+    assert 'name="content"' not in page  # read-only: shown, not editable
+    response = client.post(
+        "/admin/attachments/noteattachment/",
+        {"action": "reprocess", "_selected_action": [attachment.pk]},
+        follow=True,
+    )
+    assert "Queued 1 attachment(s)" in response.content.decode()
+    assert NoteAttachment.objects.get(pk=attachment.pk).status == "pending"

@@ -135,7 +135,9 @@ def test_wrong_password_in_the_dialog_is_reported_in_the_row(alice_client, alice
     data = (EVAL_PDFS / "url-password-opensesame.pdf").read_bytes()
     attachment = upload(alice, note, "locked.pdf", data)
     row = alice_client.post(
-        f"/attachments/{attachment.pk}/password/", {"password": "nope"}, headers={"HX-Request": "true"}
+        f"/attachments/{attachment.pk}/password/",
+        {"password": "nope"},
+        headers={"HX-Request": "true"},
     ).content.decode()
     assert "Wrong password. 2 attempts left." in row
     assert "data-show" in row  # the dialog opens again for another try

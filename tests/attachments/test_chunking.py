@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import itertools
+
 from attachments.chunking import (
     OVERLAP,
     TARGET_MAX,
@@ -50,7 +52,7 @@ def test_a_long_paragraph_is_split_with_overlap_at_sentence_boundaries():
     text = para(1200, "s")
     chunks = chunk_pages([page(1, [(text, BODY, False)])])
     assert len(chunks) >= 4
-    for first, second in zip(chunks, chunks[1:], strict=False):
+    for first, second in itertools.pairwise(chunks):
         overlap = first.end - second.start
         assert 0 < overlap <= OVERLAP + 100
         assert first.content.endswith(".")  # cut after a sentence, not mid-word
@@ -124,7 +126,14 @@ def test_running_heads_and_toc_lines_are_not_headings():
 def test_a_small_table_is_kept_whole():
     table = "\n".join(f"name{i}    {i * 3}    {i * 7}    yes" for i in range(12))
     pages = [
-        page(1, [(para(200, "pre"), BODY, False), (table, BODY, False), (para(50, "post"), BODY, False)])
+        page(
+            1,
+            [
+                (para(200, "pre"), BODY, False),
+                (table, BODY, False),
+                (para(50, "post"), BODY, False),
+            ],
+        )
     ]
     chunks = chunk_pages(pages)
     holding = [c for c in chunks if "name0" in c.content or "name11" in c.content]

@@ -239,3 +239,29 @@ def test_remote_embeddings_refusing_the_key_fail_at_once(alice, note, remote_emb
     assert attachment.status == "failed"
     assert "401" in attachment.error
     assert len(remote_embeddings.requests) == 1  # no retries for a permanent error
+
+
+def test_reembed_command_resizes_vectors_for_a_new_model(alice, note, settings, monkeypatch):
+    from django.core.management import CommandError, call_command
+
+    from attachments.management.commands.reembed import column_dimensions
+
+    attachment = ingest(upload(alice, note, "url.pdf"))
+    with fake_openai_server(dims=16) as server:
+        settings.EMBEDDING_BACKEND = "openai"
+        settings.EMBEDDING_BASE_URL = server.url
+        settings.EMBEDDING_MODEL = "small-embed"
+        settings.EMBEDDING_DIMENSIONS = 16
+        # What a restart with the new setting does to the model field.
+        monkeypatch.setattr(DocumentChunk._meta.get_field("embedding"), "dimensions", 16)
+        with pytest.raises(CommandError, match="--yes"):
+            call_command("reembed")
+        assert column_dimensions() == 384
+        call_command("reembed", "--yes", "--sync")
+        assert column_dimensions() == 16
+        attachment.refresh_from_db()
+        assert attachment.status == "ready"
+        assert attachment.embedding_model == "small-embed"
+        chunks = list(attachment.chunks.all())
+        assert all(len(c.embedding) == 16 and c.embedding_model == "small-embed" for c in chunks)
+        call_command("reembed", "--sync")  # nothing left to do

@@ -1,0 +1,401 @@
+"""PDFs on a note in a real browser: drop or select files, watch a real worker process them.
+
+The worker is a real django-q2 cluster (`manage.py qcluster`) started as a subprocess against
+the live server's test database; `transactional_db` commits the test's data so it sees it.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db import connection
+from playwright.sync_api import JSHandle, Locator, Page, expect
+
+from notebook.database import database_url
+from notes.models import Note
+from notes.services import note_create, notebook_create
+from tests.conftest import EVAL_PDFS, upload
+
+pytestmark = pytest.mark.e2e
+
+PASSWORD = "Sturdy-Tulip-4821"
+READY_TIMEOUT = 180  # seconds for the worker to take a PDF from upload to "Ready"
+READY = re.compile(r"(^|\s)status-ready(\s|$)")
+
+
+# --- The worker ------------------------------------------------------------------------------
+
+
+@dataclass
+class Worker:
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    def check_alive(self) -> None:
+        if self.proc.poll() is not None:
+            raise AssertionError(f"the worker exited ({self.proc.returncode}):\n{self.tail()}")
+
+    def tail(self, lines: int = 40) -> str:
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+@pytest.fixture
+def worker(live_server, transactional_db, tmp_path: Path) -> Iterator[Worker]:
+    """A real `manage.py qcluster` on the test database and this test's MEDIA_ROOT.
+
+    It depends on transactional_db, so it is stopped before the database is flushed.
+    """
+    log = tmp_path / "qcluster.log"
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url(connection.settings_dict),
+        "MEDIA_ROOT": str(settings.MEDIA_ROOT),
+        "WORKERS": "1",
+    }
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "manage.py", "qcluster"],
+            cwd=settings.BASE_DIR,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group, so we can kill all of it
+        )
+    try:
+        yield Worker(proc, log)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+# --- Data and helpers ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def erin(transactional_db) -> User:
+    return User.objects.create_user(username="erin", password=PASSWORD)
+
+
+@pytest.fixture
+def note(erin: User) -> Note:
+    notebook = notebook_create(owner=erin, title="Papers")
+    return note_create(notebook=notebook, author=erin, title="Reading notes", body="Some text.")
+
+
+def path_is(path: str) -> re.Pattern[str]:
+    """Matches a live-server URL whose path (and query, if any) is exactly `path`."""
+    return re.compile(rf"^https?://[^/]+{re.escape(path)}$")
+
+
+def login(page: Page, username: str, password: str) -> None:
+    page.goto("/accounts/login/")
+    page.get_by_label("Username", exact=True).fill(username)
+    page.get_by_label("Password", exact=True).fill(password)
+    page.get_by_role("button", name="Log in", exact=True).click()
+    expect(page).to_have_url(path_is("/"))
+
+
+def open_note(page: Page, note: Note) -> None:
+    login(page, "erin", PASSWORD)
+    page.goto(f"/notes/{note.pk}/")
+    expect(page.locator("#note-title")).to_have_text(note.title)
+    expect(page.get_by_text("No PDFs on this note yet.", exact=True)).to_be_visible()
+    page.evaluate("window.__sameDocument = true")
+
+
+def pdf(name: str, *, as_name: str | None = None) -> dict[str, Any]:
+    """A file payload for set_input_files: an eval PDF, optionally under another name."""
+    return {
+        "name": as_name or name,
+        "mimeType": "application/pdf",
+        "buffer": (EVAL_PDFS / name).read_bytes(),
+    }
+
+
+def drop(page: Page, files: list[dict[str, Any]]) -> None:
+    """Drop `files` on the drop zone as a user dragging them from the desktop would."""
+    payload = [
+        {"name": f["name"], "type": f["mimeType"], "data": base64.b64encode(f["buffer"]).decode()}
+        for f in files
+    ]
+    data_transfer: JSHandle = page.evaluate_handle(
+        """(files) => {
+            const dt = new DataTransfer();
+            for (const f of files) {
+                const binary = atob(f.data);
+                const bytes = new Uint8Array(binary.length);
+                for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
+                dt.items.add(new File([bytes], f.name, { type: f.type }));
+            }
+            return dt;
+        }""",
+        payload,
+    )
+    zone = page.locator("[data-dropzone]")
+    zone.dispatch_event("dragenter", {"dataTransfer": data_transfer})
+    zone.dispatch_event("dragover", {"dataTransfer": data_transfer})
+    expect(zone).to_have_class(re.compile(r"(^|\s)dragging(\s|$)"))
+    zone.dispatch_event("drop", {"dataTransfer": data_transfer})
+    expect(zone).not_to_have_class(re.compile(r"(^|\s)dragging(\s|$)"))
+    data_transfer.dispose()
+
+
+def watch_rows(page: Page) -> None:
+    """Records, per attachment row id, every status it had and whether it showed a progress bar
+    while queued or processing. Rows are swapped often (polling), so a one-off check would race
+    the worker; the observer sees every version of every row."""
+    page.evaluate(
+        """() => {
+            const list = document.getElementById("attachment-list");
+            window.__rows = {};
+            const scan = () => {
+                list.querySelectorAll(":scope > li[id^='attachment-']").forEach((li) => {
+                    const seen = (window.__rows[li.id] ||= { statuses: [], progress: false });
+                    const status = li.dataset.status;
+                    if (seen.statuses.at(-1) !== status) seen.statuses.push(status);
+                    if ((status === "pending" || status === "processing")
+                        && li.querySelector("progress")) seen.progress = true;
+                });
+            };
+            new MutationObserver(scan).observe(list, { childList: true, subtree: true });
+            scan();
+        }"""
+    )
+
+
+def seen_rows(page: Page) -> dict[str, dict[str, Any]]:
+    return page.evaluate("window.__rows")
+
+
+def row_named(page: Page, name: str) -> Locator:
+    return page.locator("#attachment-list > li[id^='attachment-']").filter(
+        has=page.locator(".attachment-name").get_by_text(name, exact=True)
+    )
+
+
+def wait_until_ready(row: Locator, worker: Worker, timeout: float = READY_TIMEOUT) -> None:
+    """Wait for the row (refreshed in place by its own polling) to reach "Ready"."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            expect(row).to_have_class(READY, timeout=2_000)
+            break
+        except AssertionError:
+            worker.check_alive()
+            if time.monotonic() > deadline:
+                state = row.get_attribute("data-status") if row.count() == 1 else "no row"
+                raise AssertionError(
+                    f"not ready after {timeout} s (status: {state}); worker log:\n{worker.tail()}"
+                ) from None
+    expect(row.get_by_test_id("status")).to_have_text("Ready")
+    expect(row.locator("progress")).to_have_count(0)
+
+
+def assert_same_document(page: Page) -> None:
+    assert page.evaluate("window.__sameDocument") is True, "the page was reloaded"
+
+
+# --- Tests -----------------------------------------------------------------------------------
+
+
+def test_drop_two_pdfs_and_watch_them_become_ready(
+    page: Page,
+    js_errors: list[str],
+    screenshot: Callable[[str], Path],
+    note: Note,
+    worker: Worker,
+) -> None:
+    open_note(page, note)
+    watch_rows(page)
+    rows = page.locator("#attachment-list > li")
+
+    drop(page, [pdf("url.pdf"), pdf("R-data.pdf")])
+
+    # One row per file, at once: first the upload placeholder, then the server's status row.
+    expect(rows).to_have_count(2)
+    url_row, rdata_row = row_named(page, "url.pdf"), row_named(page, "R-data.pdf")
+    expect(url_row).to_have_count(1)
+    expect(rdata_row).to_have_count(1)
+    expect(page.get_by_text("No PDFs on this note yet.", exact=True)).to_have_count(0)
+    if rdata_row.locator("progress").count():  # the worker may already be done with it
+        screenshot("attachments_processing")
+
+    wait_until_ready(url_row, worker)
+    wait_until_ready(rdata_row, worker)
+    expect(rows).to_have_count(2)
+    assert_same_document(page)
+    expect(rdata_row).to_contain_text("41 pages")
+    expect(rdata_row.get_by_role("link", name="R-data.pdf", exact=True)).to_be_visible()
+    expect(rdata_row.get_by_role("link", name="Open", exact=True)).to_be_visible()
+    expect(rdata_row.get_by_role("button", name="Reprocess", exact=True)).to_be_visible()
+
+    seen = seen_rows(page)
+    assert len(seen) == 2, seen
+    for row_id, history in seen.items():
+        assert history["progress"], f"{row_id} never showed a progress bar: {history}"
+        assert history["statuses"][0] in ("pending", "processing"), history
+        assert history["statuses"][-1] == "ready", history
+    screenshot("attachments_ready")
+
+    # The extracted text, page by page.
+    rdata_row.get_by_role("link", name="Page text", exact=True).click()
+    expect(page).to_have_url(re.compile(r"/attachments/\d+/pages/$"))
+    expect(page.get_by_role("heading", name="R-data.pdf", exact=True)).to_be_visible()
+    expect(page.get_by_role("heading", name="Page 1", exact=True)).to_be_visible()
+    expect(page.locator("#page-1")).to_contain_text("R Data Import/Export")
+    expect(page.locator("article.page-text")).to_have_count(41)
+    screenshot("attachments_page_text")
+
+    assert js_errors == []
+
+
+def test_select_files_button_uploads(
+    page: Page,
+    js_errors: list[str],
+    note: Note,
+    worker: Worker,
+) -> None:
+    open_note(page, note)
+    watch_rows(page)
+    expect(page.locator("label").filter(has_text="Select files")).to_be_visible()
+
+    page.locator("input[data-file-input]").set_input_files(pdf("url.pdf", as_name="manual.pdf"))
+
+    row = row_named(page, "manual.pdf")
+    expect(row).to_have_count(1)
+    wait_until_ready(row, worker)
+    expect(page.locator("#attachment-list > li")).to_have_count(1)
+    assert page.locator("input[data-file-input]").input_value() == ""  # ready for the next pick
+    (history,) = seen_rows(page).values()
+    assert history["progress"], history
+    assert_same_document(page)
+    assert js_errors == []
+
+
+def test_password_protected_pdf_unlocks_through_the_dialog(
+    page: Page,
+    js_errors: list[str],
+    screenshot: Callable[[str], Path],
+    note: Note,
+    worker: Worker,
+) -> None:
+    open_note(page, note)
+
+    page.locator("input[data-file-input]").set_input_files(
+        pdf("url-password-opensesame.pdf", as_name="locked.pdf")
+    )
+
+    row = row_named(page, "locked.pdf")
+    expect(row.get_by_test_id("status")).to_have_text("Needs password")
+    expect(row).to_have_attribute("data-status", "needs_password")
+    expect(row).to_contain_text("This PDF is password-protected.")
+    expect(row.locator("progress")).to_have_count(0)
+    dialog = page.get_by_role("dialog", name="Unlock “locked.pdf”", exact=True)
+    expect(dialog).to_be_hidden()
+
+    # A wrong password: the row comes back with the error and the dialog open again.
+    row.get_by_role("button", name="Enter password", exact=True).click()
+    expect(dialog).to_be_visible()
+    password = dialog.get_by_label("Password", exact=True)
+    expect(password).to_be_focused()
+    password.fill("open sesame?")
+    dialog.get_by_role("button", name="Unlock", exact=True).click()
+
+    expect(row.get_by_test_id("row-error")).to_have_text("Wrong password. 2 attempts left.")
+    expect(dialog).to_be_visible()
+    expect(dialog.get_by_role("alert")).to_have_text("Wrong password. 2 attempts left.")
+    expect(row).to_contain_text("1 wrong attempt so far.")
+    expect(row.get_by_test_id("status")).to_have_text("Needs password")
+    password = dialog.get_by_label("Password", exact=True)
+    expect(password).to_have_value("")  # a fresh form: the wrong password is not echoed back
+    screenshot("attachments_password_dialog")
+
+    # The right one: the row is queued, then the worker reads the file.
+    password.fill("opensesame")
+    dialog.get_by_role("button", name="Unlock", exact=True).click()
+    expect(dialog).to_have_count(0)
+    expect(row.get_by_test_id("row-error")).to_have_count(0)
+    wait_until_ready(row, worker)
+    expect(row).to_contain_text("page")
+    assert_same_document(page)
+    screenshot("attachments_unlocked")
+
+    # The text is readable: the password was right and it opened the file.
+    row.get_by_role("link", name="Page text", exact=True).click()
+    expect(page.get_by_role("heading", name="Page 1", exact=True)).to_be_visible()
+    expect(page.locator("article.page-text").first).not_to_contain_text("No text on this page.")
+
+    assert js_errors == []
+
+
+def test_fake_pdf_and_duplicate_show_error_rows(
+    page: Page,
+    js_errors: list[str],
+    screenshot: Callable[[str], Path],
+    erin: User,
+    note: Note,
+    live_server,
+) -> None:
+    existing = upload(erin, note, "url.pdf")  # queued; no worker needed here
+    login(page, "erin", PASSWORD)
+    page.goto(f"/notes/{note.pk}/")
+    page.evaluate("window.__sameDocument = true")
+    rows = page.locator("#attachment-list > li")
+    expect(rows).to_have_count(1)
+    upload_url = f"{live_server.url}/notes/{note.pk}/attachments/"
+
+    # HTML dressed up as a PDF is refused, and nothing is stored.
+    fake = b"<!doctype html><html><body><script>window.pwned = 1</script></body></html>"
+    with page.expect_response(upload_url):
+        drop(page, [{"name": "evil.pdf", "mimeType": "application/pdf", "buffer": fake}])
+    expect(rows).to_have_count(2)
+    evil = rows.filter(has_text="evil.pdf")
+    expect(evil).to_have_class(re.compile(r"(^|\s)upload-error(\s|$)"))
+    expect(evil.locator(".error-text")).to_contain_text("“evil.pdf” is not a PDF")
+    expect(evil.locator("progress")).to_have_count(0)
+    assert page.evaluate("window.pwned") is None
+
+    # The same content under another name is recognised as a duplicate and points at the row.
+    with page.expect_response(upload_url):
+        drop(page, [pdf("url.pdf", as_name="copy of url.pdf")])
+    expect(rows).to_have_count(3)
+    duplicate = rows.filter(has_text="already attached")
+    expect(duplicate.locator(".error-text")).to_contain_text(
+        "“url.pdf” is already attached to this note. It is shown below."
+    )
+    show = duplicate.get_by_role("link", name="Show “url.pdf”", exact=True)
+    expect(show).to_have_attribute("href", f"#attachment-{existing.pk}")
+    screenshot("attachments_upload_errors")
+    show.click()
+    expect(page).to_have_url(re.compile(rf"#attachment-{existing.pk}$"))
+    expect(page.locator(f"#attachment-{existing.pk}")).to_be_in_viewport()
+
+    # Error rows can be dismissed; the real row stays.
+    evil.get_by_role("button", name="Dismiss", exact=True).click()
+    duplicate.get_by_role("button", name="Dismiss", exact=True).click()
+    expect(rows).to_have_count(1)
+    expect(page.locator(f"#attachment-{existing.pk}")).to_be_visible()
+    assert existing.note.attachments.count() == 1
+    assert_same_document(page)
+
+    # The refusals are real HTTP errors (400, 409); nothing else went wrong.
+    assert js_errors == [f"HTTP 400: POST {upload_url}", f"HTTP 409: POST {upload_url}"]

@@ -7,6 +7,7 @@ the live server's test database; `transactional_db` commits the test's data so i
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import re
 import signal
@@ -22,7 +23,7 @@ import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import connection
-from playwright.sync_api import JSHandle, Locator, Page, expect
+from playwright.sync_api import FilePayload, JSHandle, Locator, Page, expect
 
 from notebook.database import database_url
 from notes.models import Note
@@ -78,13 +79,16 @@ def worker(live_server, transactional_db, tmp_path: Path) -> Iterator[Worker]:
     try:
         yield Worker(proc, log)
     finally:
+        # SIGTERM to the cluster's main process only: it stops its children in order within a
+        # second. Sent to the whole group, it also kills the sentinel at once, and the main
+        # process then hangs until the 30 s timeout below.
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
+            proc.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        with contextlib.suppress(ProcessLookupError):  # nothing may be left of the group
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 # --- Data and helpers ------------------------------------------------------------------------
@@ -122,7 +126,7 @@ def open_note(page: Page, note: Note) -> None:
     page.evaluate("window.__sameDocument = true")
 
 
-def pdf(name: str, *, as_name: str | None = None) -> dict[str, Any]:
+def pdf(name: str, *, as_name: str | None = None) -> FilePayload:
     """A file payload for set_input_files: an eval PDF, optionally under another name."""
     return {
         "name": as_name or name,
@@ -131,7 +135,7 @@ def pdf(name: str, *, as_name: str | None = None) -> dict[str, Any]:
     }
 
 
-def drop(page: Page, files: list[dict[str, Any]]) -> None:
+def drop(page: Page, files: list[FilePayload]) -> None:
     """Drop `files` on the drop zone as a user dragging them from the desktop would."""
     payload = [
         {"name": f["name"], "type": f["mimeType"], "data": base64.b64encode(f["buffer"]).decode()}
@@ -183,7 +187,8 @@ def watch_rows(page: Page) -> None:
 
 
 def seen_rows(page: Page) -> dict[str, dict[str, Any]]:
-    return page.evaluate("window.__rows")
+    rows: dict[str, dict[str, Any]] = page.evaluate("window.__rows")
+    return rows
 
 
 def row_named(page: Page, name: str) -> Locator:

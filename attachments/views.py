@@ -50,7 +50,7 @@ def attachment_upload(request: AuthenticatedHttpRequest, note_id: int) -> HttpRe
             attachment = services.attachment_upload(user=request.user, note=note, uploaded=uploaded)
         except services.DuplicateAttachment as dup:
             status = 409 if len(files) == 1 else status
-            message = f"{dup.messages[0]} It is shown below."
+            message = dup.messages[0]
             rendered.append(_error_html(request, message, existing=dup.existing))
             if not _wants_fragment(request):
                 messages.info(request, message)
@@ -67,7 +67,9 @@ def attachment_upload(request: AuthenticatedHttpRequest, note_id: int) -> HttpRe
                 request, f"Uploaded “{attachment.original_name}”. Processing starts now."
             )
     if _wants_fragment(request):
-        return HttpResponse("".join(rendered), status=status)
+        response = HttpResponse("".join(rendered), status=status)
+        response["X-Notebook-Fragment"] = "attachment-rows"  # upload.js inserts only these
+        return response
     return redirect("notes:note_detail", note_id=note.pk)
 
 

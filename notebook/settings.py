@@ -73,7 +73,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     # Every page needs a login unless its view is marked @login_not_required (auth pages, API:
     # the API authenticates itself and answers 401 instead of redirecting).
-    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "notebook.middleware.LoginRequiredForPagesAndFragments",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",

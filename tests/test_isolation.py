@@ -214,3 +214,18 @@ def test_api_answers_401_to_anonymous_and_bad_tokens(method, path, bobs_objects)
 
 def test_api_lists_never_show_another_users_objects(alice_api, bobs_objects):
     assert alice_api.get("/api/notebooks").json()["count"] == 0
+
+
+def test_background_requests_of_a_logged_out_browser_get_401_and_a_login_redirect(
+    anon_client, bobs_objects
+):
+    url = f"/attachments/{bobs_objects['attachment']}/row/"
+    response = anon_client.get(
+        url, headers={"HX-Request": "true", "HX-Current-URL": "http://testserver/notes/5/?x=1"}
+    )
+    assert response.status_code == 401
+    assert response["HX-Redirect"] == "/accounts/login/?next=/notes/5/%3Fx%3D1"
+    upload = anon_client.post(
+        f"/notes/{bobs_objects['note']}/attachments/", headers={"X-Upload": "1"}
+    )
+    assert upload.status_code == 401

@@ -49,11 +49,18 @@
       if (event.lengthComputable) ui.bar.value = Math.round((100 * event.loaded) / event.total);
     });
     xhr.addEventListener("load", function () {
-      if (xhr.responseText && xhr.getResponseHeader("Content-Type").indexOf("text/html") === 0) {
+      // Only our row fragments go into the page, never an error or login page.
+      if (xhr.getResponseHeader("X-Notebook-Fragment") === "attachment-rows") {
         replaceWithHtml(ui.row, xhr.responseText);
+        return;
+      }
+      ui.row.classList.add("upload-error");
+      if (xhr.status === 401 || xhr.status === 403) {
+        ui.note.textContent = "Your session has ended. Reload the page and log in again.";
+      } else if (xhr.status === 413) {
+        ui.note.textContent = "The file is too large for the server.";
       } else {
         ui.note.textContent = "Upload failed (" + xhr.status + "). Try again.";
-        ui.row.classList.add("upload-error");
       }
     });
     xhr.addEventListener("error", function () {

@@ -31,7 +31,7 @@ def page(number: int, blocks: list[tuple[str, float, bool]]) -> ExtractedPage:
 
 def para(words: int, seed: str = "word") -> str:
     sentence = " ".join(f"{seed}{i}" for i in range(12)) + "."
-    out = []
+    out: list[str] = []
     while sum(len(s) + 1 for s in out) < words * 6:
         out.append(sentence)
     return " ".join(out)

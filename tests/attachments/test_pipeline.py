@@ -43,7 +43,7 @@ def keyword_hits(attachment: NoteAttachment, query: str) -> list[int]:
 def assert_consistent(attachment: NoteAttachment) -> None:
     """Exactly one set of chunks, each pointing into its page's text, all embedded."""
     pages = {p.number: p.text for p in attachment.pages.all()}
-    assert sorted(pages) == list(range(1, attachment.page_count + 1))
+    assert sorted(pages) == list(range(1, (attachment.page_count or 0) + 1))
     chunks = list(attachment.chunks.order_by("index"))
     assert [c.index for c in chunks] == list(range(len(chunks)))
     for chunk in chunks:

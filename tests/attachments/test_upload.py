@@ -82,7 +82,7 @@ def test_too_many_pages_is_refused(alice_client, note, settings):
 
 def test_quota_is_enforced_per_user(alice_client, alice, note, settings):
     upload(alice, note, "url.pdf")
-    settings.USER_QUOTA_MB = 0.4  # type: ignore[assignment]  # url.pdf is 0.25 MB
+    settings.USER_QUOTA_MB = 0.4  # url.pdf is 0.25 MB
     response = _post(alice_client, note, "R-data.pdf", (EVAL_PDFS / "R-data.pdf").read_bytes())
     assert response.status_code == 400
     assert "does not fit in your storage" in response.content.decode()

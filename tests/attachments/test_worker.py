@@ -2,55 +2,17 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
-from django.conf import settings
-from django.db import connection
 
 from attachments import services
 from attachments.models import NoteAttachment
-from notebook.database import database_url
 from tests.conftest import upload
 from tests.factories import NotebookFactory, NoteFactory
+from tests.workers import run_worker
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-ROOT = settings.BASE_DIR
-
-
-@contextmanager
-def worker(**extra_env: str) -> Iterator[subprocess.Popen[bytes]]:
-    env = {
-        **os.environ,
-        **extra_env,
-        "DATABASE_URL": database_url(connection.settings_dict),
-        "MEDIA_ROOT": str(settings.MEDIA_ROOT),
-        "WORKERS": "1",
-    }
-    proc = subprocess.Popen(
-        [sys.executable, "manage.py", "qcluster"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,  # its own process group, so we can kill all of it
-    )
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
 
 
 def wait_for(attachment: NoteAttachment, predicate, timeout: float = 180) -> NoteAttachment:
@@ -70,11 +32,14 @@ def note(alice):
 
 def test_worker_processes_an_upload_end_to_end(alice, note):
     attachment = upload(alice, note, "url.pdf")  # committed: enqueued on commit
-    seen: set[str] = set()
-    with worker():
-        attachment = wait_for(
-            attachment, lambda a: seen.add(f"{a.status}/{a.stage}") or a.status == "ready"
-        )
+    seen: list[str] = []
+
+    def ready(a: NoteAttachment) -> bool:
+        seen.append(f"{a.status}/{a.stage}")
+        return a.status == "ready"
+
+    with run_worker():
+        attachment = wait_for(attachment, ready)
     assert attachment.chunks.filter(embedding__isnull=False).count() == attachment.chunks.count()
     assert attachment.chunks.count() > 0
     assert "processing/extracting" in seen or "processing/embedding" in seen
@@ -84,10 +49,9 @@ def test_killed_worker_run_is_reaped_and_finishes_with_one_set_of_chunks(alice, 
     attachment = upload(alice, note, "R-data.pdf")
     # Small batches: several are committed before the kill, so the restart must cope with a
     # half-embedded set of chunks.
-    with worker(EMBEDDING_BATCH_SIZE="4") as proc:
+    with run_worker(EMBEDDING_BATCH_SIZE="4") as running:
         wait_for(attachment, lambda a: a.stage == "embedding" and a.progress_current >= 16)
-        os.killpg(proc.pid, signal.SIGKILL)  # mid-embedding: no chance to clean up
-        proc.wait()
+        running.kill()  # mid-embedding: no chance to clean up
     attachment.refresh_from_db()
     assert attachment.status == "processing"
     first_run_chunks = attachment.chunks.count()
@@ -99,7 +63,7 @@ def test_killed_worker_run_is_reaped_and_finishes_with_one_set_of_chunks(alice, 
     attachment.refresh_from_db()
     assert attachment.status == "pending"
 
-    with worker():
+    with run_worker():
         attachment = wait_for(attachment, lambda a: a.status in ("ready", "failed"))
     assert attachment.status == "ready", attachment.error
     assert attachment.attempts == 2

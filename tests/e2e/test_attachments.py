@@ -7,28 +7,20 @@ the live server's test database; `transactional_db` commits the test's data so i
 from __future__ import annotations
 
 import base64
-import contextlib
-import os
 import re
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import connection
 from playwright.sync_api import FilePayload, JSHandle, Locator, Page, expect
 
-from notebook.database import database_url
 from notes.models import Note
 from notes.services import note_create, notebook_create
 from tests.conftest import EVAL_PDFS, upload
+from tests.workers import Worker, run_worker
 
 pytestmark = pytest.mark.e2e
 
@@ -40,55 +32,12 @@ READY = re.compile(r"(^|\s)status-ready(\s|$)")
 # --- The worker ------------------------------------------------------------------------------
 
 
-@dataclass
-class Worker:
-    proc: subprocess.Popen[bytes]
-    log: Path
-
-    def check_alive(self) -> None:
-        if self.proc.poll() is not None:
-            raise AssertionError(f"the worker exited ({self.proc.returncode}):\n{self.tail()}")
-
-    def tail(self, lines: int = 40) -> str:
-        text = self.log.read_text(errors="replace") if self.log.exists() else ""
-        return "\n".join(text.splitlines()[-lines:])
-
-
 @pytest.fixture
 def worker(live_server, transactional_db, tmp_path: Path) -> Iterator[Worker]:
-    """A real `manage.py qcluster` on the test database and this test's MEDIA_ROOT.
-
-    It depends on transactional_db, so it is stopped before the database is flushed.
-    """
-    log = tmp_path / "qcluster.log"
-    env = {
-        **os.environ,
-        "DATABASE_URL": database_url(connection.settings_dict),
-        "MEDIA_ROOT": str(settings.MEDIA_ROOT),
-        "WORKERS": "1",
-    }
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "manage.py", "qcluster"],
-            cwd=settings.BASE_DIR,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group, so we can kill all of it
-        )
-    try:
-        yield Worker(proc, log)
-    finally:
-        # SIGTERM to the cluster's main process only: it stops its children in order within a
-        # second. Sent to the whole group, it also kills the sentinel at once, and the main
-        # process then hangs until the 30 s timeout below.
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=30)
-        with contextlib.suppress(ProcessLookupError):  # nothing may be left of the group
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    """A real `manage.py qcluster` on the test database; it depends on transactional_db, so it
+    is stopped before the database is flushed."""
+    with run_worker(log=tmp_path / "qcluster.log") as running:
+        yield running
 
 
 # --- Data and helpers ------------------------------------------------------------------------
@@ -340,7 +289,7 @@ def test_password_protected_pdf_unlocks_through_the_dialog(
     expect(dialog).to_have_count(0)
     expect(row.get_by_test_id("row-error")).to_have_count(0)
     wait_until_ready(row, worker)
-    expect(row).to_contain_text("page")
+    expect(row).to_contain_text("6 pages")
     assert_same_document(page)
     screenshot("attachments_unlocked")
 
@@ -385,7 +334,7 @@ def test_fake_pdf_and_duplicate_show_error_rows(
     expect(rows).to_have_count(3)
     duplicate = rows.filter(has_text="already attached")
     expect(duplicate.locator(".error-text")).to_contain_text(
-        "“url.pdf” is already attached to this note. It is shown below."
+        "“url.pdf” is already attached to this note."
     )
     show = duplicate.get_by_role("link", name="Show “url.pdf”", exact=True)
     expect(show).to_have_attribute("href", f"#attachment-{existing.pk}")

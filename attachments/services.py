@@ -27,7 +27,13 @@ from attachments.language import (
     segment_for_search,
 )
 from attachments.models import DocumentChunk, DocumentPage, NoteAttachment
-from attachments.pdf.extract import PasswordRequired, PdfError, extract_text, ocr_pages, page_count
+from attachments.pdf.extract import (
+    ExtractedPage,
+    PasswordRequired,
+    PdfError,
+    extract_text,
+    ocr_pages,
+)
 from attachments.validation import validate_pdf_upload
 from notebook.embeddings import EmbeddingError, embedding_model_name, get_embedder
 from notes.models import Note
@@ -333,25 +339,32 @@ def _source(attachment: NoteAttachment) -> Path:
     return unlocked if unlocked.exists() else Path(attachment.file.path)
 
 
+def _needs_ocr(page: ExtractedPage) -> bool:
+    """Little text and an image on the page: probably a scan. (Blank pages have no image;
+    a CJK character carries about as much as a short word, so it counts three.)"""
+    text = page.text.strip()
+    weight = len(text) + 2 * sum(1 for ch in text if "\u3000" <= ch <= "\u9fff")
+    return page.has_image and weight < settings.OCR_MIN_CHARS
+
+
 def _extract_and_index(run: _Run) -> None:
     attachment = run.attachment
     source = _source(attachment)
 
     started = time.monotonic()
-    total = page_count(source)
-    if total > settings.MAX_PDF_PAGES:
-        raise PdfError(f"The PDF has {total:,} pages; the limit is {settings.MAX_PDF_PAGES:,}.")
-    if total == 0:
-        raise PdfError("The PDF has no pages.")
-    run.update(page_count=total)
-    run.progress(Stage.EXTRACTING, 0, total, force=True)
-    pages = extract_text(
-        source, total, on_progress=lambda done, n: run.progress(Stage.EXTRACTING, done, n)
+    extraction = extract_text(
+        source,
+        expected_pages=attachment.page_count,
+        on_progress=lambda done, n: run.progress(Stage.EXTRACTING, done, n),
     )
+    pages = extraction.pages
+    if not pages:
+        raise PdfError("The PDF has no pages.")
+    run.update(page_count=extraction.page_count)
     run.timings["extract"] = round(time.monotonic() - started, 3)
 
     started = time.monotonic()
-    sparse = [p.number for p in pages if len(p.text.strip()) < settings.OCR_MIN_CHARS]
+    sparse = [p.number for p in pages if _needs_ocr(p)]
     ocr_count = 0
     if settings.OCR_ENABLED and sparse:
         run.progress(Stage.OCR, 0, len(sparse), force=True)

@@ -6,7 +6,7 @@
 Runs against a fresh embedded PostgreSQL in a temporary DATA_DIR (never the dev database),
 which is deleted at the end unless --keep-data. Results go to stdout, progress to stderr.
 
-1. Throughput: pages/s of our extraction (`page_count` + `extract_text` with
+1. Throughput: pages/s of our extraction (`extract_text`, pages dealt to
    EXTRACT_PROCESSES children) vs plain single-process `pdfminer.high_level.extract_text`
    (timed inside a fresh interpreter), best of --repeat runs each, on the files both can read
    without help (password-protected, damaged and scanned files are skipped and listed).
@@ -148,18 +148,29 @@ def _ours_once(path: Path) -> tuple[float, float, float, int, int, int]:
     """(wall s, page_count s, children CPU s, pages, chars, sparse pages) of our extraction."""
     from django.conf import settings
 
-    from attachments.pdf.extract import extract_text, page_count
+    from attachments.pdf.extract import extract_text
 
+    expected = _upload_page_count(path)  # known from the upload check, as in the pipeline
     cpu = _children_cpu()
     started = time.perf_counter()
-    total = page_count(path)
-    counted = time.perf_counter()
-    pages = extract_text(path, total, processes=settings.EXTRACT_PROCESSES)
+    extraction = extract_text(path, expected_pages=expected, processes=settings.EXTRACT_PROCESSES)
+    pages, total = extraction.pages, extraction.page_count
+    counted = started  # the children count pages themselves; no separate step any more
     done = time.perf_counter()
     cpu = _children_cpu() - cpu
     sparse = sum(1 for p in pages if len(p.text.strip()) < settings.OCR_MIN_CHARS)
     chars = sum(len(p.text) for p in pages)
     return done - started, counted - started, cpu, total, chars, sparse
+
+
+def _upload_page_count(path: Path) -> int | None:
+    import pikepdf
+
+    try:
+        with pikepdf.open(path) as pdf:
+            return len(pdf.pages)
+    except (pikepdf.PdfError, pikepdf.PasswordError):
+        return None
 
 
 def _baseline_once(path: Path) -> tuple[float, float, int]:
@@ -253,7 +264,7 @@ def run_throughput(files: list[Path], repeat: int) -> dict[str, Any]:
 def print_throughput(result: dict[str, Any]) -> None:
     total = result["total"]
     print(
-        f"== 1. Extraction throughput (ours: page_count + extract_text, "
+        f"== 1. Extraction throughput (ours: extract_text, "
         f"{result['processes']} processes; baseline: pdfminer.high_level.extract_text, "
         f"1 process; best of {result['repeat']}) =="
     )
@@ -284,7 +295,7 @@ def print_throughput(result: dict[str, Any]) -> None:
     print(f"ours/baseline = {_fmt(total['ratio'])}x   target >= {TARGET_SPEEDUP}x   {verdict}")
     print(
         "(skipped: not readable without a password, damaged, or scans whose text comes from "
-        "OCR. 'count' = the page_count child; 'cpu' = CPU seconds, ours summed over children; "
+        "OCR. 'cpu' = CPU seconds, ours summed over children; "
         f"load average before/after: {result['loadavg_before'][0]}/{result['loadavg_after'][0]})"
     )
     print()
@@ -334,13 +345,14 @@ def _measure_alone(row: PipelineRow, source: Path, attachment_id: int) -> float:
 
     from attachments.chunking import chunk_pages
     from attachments.models import DocumentPage
-    from attachments.pdf.extract import extract_text, page_count
+    from attachments.pdf.extract import extract_text
     from attachments.services import embedding_text
     from notebook.embeddings import get_embedder
 
     started = time.perf_counter()
-    total = page_count(source)
-    pages = extract_text(source, total, processes=settings.EXTRACT_PROCESSES)
+    pages = extract_text(
+        source, expected_pages=_upload_page_count(source), processes=settings.EXTRACT_PROCESSES
+    ).pages
     row.extract_alone_s = round(time.perf_counter() - started, 3)
 
     # Pages the pipeline replaced by OCR text get the same text here (OCR is not re-run).
@@ -511,7 +523,7 @@ def print_pipeline(result: dict[str, Any]) -> None:
         + f" {sum(r['other_s'] or 0 for r in rows):>6.2f} {total['all_files_wall_s']:>7.2f}"
     )
     print(
-        "(stage seconds are NoteAttachment.timings; 'extract' includes page_count; 'other' = "
+        "(stage seconds are NoteAttachment.timings; 'other' = "
         "wall - stages; upload and password unlock are not part of wall; load average "
         f"before/after: {result['loadavg_before'][0]}/{result['loadavg_after'][0]})"
     )
@@ -544,7 +556,7 @@ def print_pipeline(result: dict[str, Any]) -> None:
         f"{TARGET_OVERHEAD}x   {verdict}"
     )
     print(
-        "(extract alone = page_count + extract_text; embed alone = embed() of the same chunk "
+        "(extract alone = extract_text; embed alone = embed() of the same chunk "
         "texts in batches of EMBEDDING_BATCH_SIZE*4; OCR is the pipeline's own OCR time, "
         "included in the denominator because a scan cannot be read without it; alone runs "
         "come after each file's pipeline run)"

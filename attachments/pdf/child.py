@@ -1,8 +1,9 @@
 """Child-process entry point: `python -m attachments.pdf.child MODE PATH [PAGES]`.
 
-Runs one untrusted PDF through pdfminer.six (modes `info`, `text`) or pypdfium2 + RapidOCR
-(mode `ocr`) under an address-space limit, and writes one JSON object per line to stdout.
-The password, if any, arrives on stdin so it never shows in `ps`. The parent enforces the
+Runs one untrusted PDF through pdfminer.six (mode `text`: pages asked for on stdin) or
+pypdfium2 + RapidOCR (mode `ocr`: the PAGES given) under an address-space limit, and writes
+one JSON object per line to stdout. The password, if any, is the first line on stdin, so it
+never shows in `ps`. The parent enforces the
 wall-clock timeout by killing us; a MemoryError or the kernel's refusal ends us here.
 
 Exit codes: 0 done, 3 wrong or missing password, 4 damaged/unsupported file, 5 out of memory.
@@ -92,33 +93,36 @@ def _line_style(line: Any) -> tuple[float, bool]:
     return round(total / count, 2), bold * 2 > count
 
 
-def run_info(path: str, password: str) -> None:
-    from pdfminer.pdfpage import PDFPage
+def _has_image(items: Any) -> bool:
+    from pdfminer.layout import LTFigure, LTImage
 
-    doc = _open_pdfminer(path, password)
-    count = sum(1 for _ in PDFPage.create_pages(doc))
-    _emit({"page_count": count})
+    for item in items:
+        if isinstance(item, LTImage):
+            return True
+        if isinstance(item, LTFigure) and _has_image(item):
+            return True
+    return False
 
 
-def run_text(path: str, password: str, pages: list[int]) -> None:
-    """Lines with font size and boldness, so the parent can find headings."""
+def run_text(path: str, password: str) -> None:
+    """Announce the page count, then extract the pages the parent asks for on stdin (one
+    number a line, 0 to stop): lines with font size and boldness, for heading detection."""
     from pdfminer.converter import PDFPageAggregator
     from pdfminer.layout import LAParams, LTTextContainer, LTTextLine
     from pdfminer.pdfinterp import PDFPageInterpreter, PDFResourceManager
     from pdfminer.pdfpage import PDFPage
 
-    wanted = set(pages)
-    last = max(wanted)
     doc = _open_pdfminer(path, password)
+    pages = list(PDFPage.create_pages(doc))  # walks the page tree only; content comes later
+    _emit({"page_count": len(pages)})
     manager = PDFResourceManager(caching=True)
     device = PDFPageAggregator(manager, laparams=LAParams())
     interpreter = PDFPageInterpreter(manager, device)
-    for number, page in enumerate(PDFPage.create_pages(doc), start=1):
-        if number > last:
+    for request in sys.stdin:
+        number = int(request)
+        if not 0 < number <= len(pages):
             break
-        if number not in wanted:
-            continue
-        interpreter.process_page(page)
+        interpreter.process_page(pages[number - 1])
         layout = device.get_result()
         parts: list[str] = []
         lines: list[tuple[int, int, float, bool]] = []
@@ -140,7 +144,10 @@ def run_text(path: str, password: str, pages: list[int]) -> None:
                 lines.append((offset, offset + len(text), size, bold))
                 offset += len(text)
                 box_started = True
-        _emit({"page": number, "text": "".join(parts), "lines": lines})
+        record = {"page": number, "text": "".join(parts), "lines": lines}
+        if _has_image(layout):
+            record["image"] = True
+        _emit(record)
 
 
 def run_ocr(path: str, password: str, pages: list[int]) -> None:
@@ -173,10 +180,8 @@ def main(argv: list[str]) -> int:
     from pdfminer.pdfdocument import PDFPasswordIncorrect
 
     try:
-        if mode == "info":
-            run_info(path, password)
-        elif mode == "text":
-            run_text(path, password, pages)
+        if mode == "text":
+            run_text(path, password)
         elif mode == "ocr":
             run_ocr(path, password, pages)
         else:

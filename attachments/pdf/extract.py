@@ -7,6 +7,7 @@ a user can read. Progress is reported page by page through a callback.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -49,6 +50,7 @@ class ExtractedPage:
     text: str
     lines: list[Line] = field(default_factory=list)
     is_ocr: bool = False
+    has_image: bool = False
 
 
 def _spawn(
@@ -58,9 +60,10 @@ def _spawn(
         **os.environ,
         "NOTEBOOK_CHILD_MEMORY_MB": str(memory_mb),
         "NOTEBOOK_OCR_DPI": str(settings.OCR_DPI),
-        "OMP_NUM_THREADS": "1",  # parallelism comes from our processes, not from BLAS threads
         "PYTHONDONTWRITEBYTECODE": "1",
     }
+    if mode == "text":
+        env["OMP_NUM_THREADS"] = "1"  # parallelism comes from our processes, not BLAS threads
     args = [sys.executable, "-m", "attachments.pdf.child", mode, str(path)]
     if pages:
         args.append(pages)
@@ -74,8 +77,11 @@ def _spawn(
     )
     assert proc.stdin is not None
     proc.stdin.write((password or "").replace("\n", " ").encode() + b"\n")
-    proc.stdin.close()
+    proc.stdin.flush()
     return proc
+
+
+Send = Callable[[int, str], None]
 
 
 def _run(
@@ -86,20 +92,38 @@ def _run(
     *,
     timeout: float,
     memory_mb: int,
-    on_record: Callable[[dict[str, Any]], None],
+    on_record: Callable[[int, dict[str, Any], Send], None],
+    on_exit: Callable[[int, Send], None] | None = None,
 ) -> None:
-    """Run one child per page group at once; call `on_record` for each JSON line as it comes."""
+    """Run one child per page group at once, calling `on_record(child, record, send)` for each
+    JSON line as it arrives and `on_exit(child, send)` when a child's output ends; `send`
+    writes a line to a child's stdin ("" closes it)."""
     deadline = time.monotonic() + timeout
-    procs = [_spawn(mode, path, group, password, memory_mb) for group in page_groups or [""]]
+    procs = [_spawn(mode, path, group, password, memory_mb) for group in page_groups]
     sel = selectors.DefaultSelector()
     buffers: dict[int, bytes] = {}
     errors: list[dict[str, Any]] = []
+
+    def send(index: int, line: str) -> None:
+        stdin = procs[index].stdin
+        if stdin is None or stdin.closed:
+            return
+        try:
+            if line:
+                stdin.write(line.encode() + b"\n")
+                stdin.flush()
+            else:
+                stdin.close()
+        except (BrokenPipeError, OSError):
+            pass  # the child is gone; its exit status tells why
+
     try:
-        for proc in procs:
+        for index, proc in enumerate(procs):
             assert proc.stdout is not None
-            os.set_blocking(proc.stdout.fileno(), False)
-            sel.register(proc.stdout, selectors.EVENT_READ, proc)
-            buffers[proc.pid] = b""
+            if mode != "text":
+                send(index, "")
+            sel.register(proc.stdout.fileno(), selectors.EVENT_READ, index)
+            buffers[index] = b""
         open_streams = len(procs)
         while open_streams:
             remaining = deadline - time.monotonic()
@@ -109,20 +133,21 @@ def _run(
                     "stopped. The PDF may be damaged or built to be expensive to read."
                 )
             for key, _ in sel.select(timeout=min(remaining, 1.0)):
-                proc = key.data
-                chunk = key.fileobj.read(65536)  # type: ignore[union-attr]
+                index = key.data
+                chunk = os.read(key.fd, 65536)
                 if not chunk:
-                    sel.unregister(key.fileobj)
+                    sel.unregister(key.fd)
                     open_streams -= 1
+                    if on_exit:
+                        on_exit(index, send)
                     continue
-                data = buffers[proc.pid] + chunk
-                *complete, buffers[proc.pid] = data.split(b"\n")
+                *complete, buffers[index] = (buffers[index] + chunk).split(b"\n")
                 for raw in complete:
                     record = json.loads(raw)
                     if "error" in record:
                         errors.append(record)
                     else:
-                        on_record(record)
+                        on_record(index, record, send)
         for proc in procs:
             proc.wait(timeout=max(0.1, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
@@ -133,6 +158,11 @@ def _run(
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+            if proc.stdin and not proc.stdin.closed:
+                with contextlib.suppress(OSError):
+                    proc.stdin.close()
+            if proc.stdout:
+                proc.stdout.close()
     codes = {proc.returncode for proc in procs}
     kinds = {e["error"] for e in errors}
     if EXIT_PASSWORD in codes or "password" in kinds:
@@ -155,36 +185,8 @@ def _damaged_message(detail: str) -> str:
     return f"The PDF cannot be read; it looks damaged ({detail or 'unknown error'})."
 
 
-def page_count(path: Path, password: str = "", *, timeout: float | None = None) -> int:
-    """Pages in the document, counted by walking its page tree in a child process."""
-    result: dict[str, int] = {}
-    _run(
-        "info",
-        path,
-        [],
-        password,
-        timeout=timeout or settings.EXTRACT_TIMEOUT,
-        memory_mb=settings.EXTRACT_MEMORY_MB,
-        on_record=lambda r: result.update(r),
-    )
-    if "page_count" not in result:
-        raise PdfError("The PDF has no readable page tree.")
-    return result["page_count"]
-
-
-def _groups(pages: list[int], processes: int) -> list[str]:
-    """Split pages into at most `processes` contiguous runs, written as "a-b,c,d-e"."""
-    if not pages:
-        return []
-    size = math.ceil(len(pages) / processes)
-    groups = []
-    for i in range(0, len(pages), size):
-        run = pages[i : i + size]
-        groups.append(",".join(str(p) for p in run) if len(run) < 3 else _compact(run))
-    return groups
-
-
 def _compact(pages: list[int]) -> str:
+    """Page numbers written as "1-4,7,9-10"."""
     parts: list[str] = []
     start = prev = pages[0]
     for p in pages[1:]:
@@ -197,36 +199,101 @@ def _compact(pages: list[int]) -> str:
     return ",".join(parts)
 
 
+@dataclass
+class Extraction:
+    page_count: int
+    pages: list[ExtractedPage]
+
+
+class _PageDealer:
+    """Hands pages to text children one at a time as they finish, so no child idles while
+    another still has a backlog (pages differ a lot in cost)."""
+
+    AHEAD = 2  # pages queued per child, so it never waits for the parent
+
+    def __init__(self, children: int, max_pages: int, on_progress: ProgressCallback | None) -> None:
+        self.total: int | None = None
+        self.next_page = 1
+        self.outstanding = [0] * children
+        self.alive = [True] * children
+        self.pages: dict[int, ExtractedPage] = {}
+        self.max_pages = max_pages
+        self.on_progress = on_progress
+        self.finished = False
+
+    def _deal(self, child: int, send: Send) -> None:
+        assert self.total is not None
+        while self.outstanding[child] < self.AHEAD and self.next_page <= self.total:
+            send(child, str(self.next_page))
+            self.next_page += 1
+            self.outstanding[child] += 1
+        self._maybe_finish(send)
+
+    def _maybe_finish(self, send: Send) -> None:
+        busy = any(o and a for o, a in zip(self.outstanding, self.alive, strict=True))
+        done = self.total is not None and self.next_page > self.total and not busy
+        if done and not self.finished:
+            self.finished = True
+            for child in range(len(self.outstanding)):
+                send(child, "0")
+                send(child, "")
+
+    def on_record(self, child: int, record: dict[str, Any], send: Send) -> None:
+        if "page_count" in record:
+            if self.total is None:
+                self.total = int(record["page_count"])
+                if self.total > self.max_pages:
+                    raise PdfError(
+                        f"The PDF has {self.total:,} pages; the limit is {self.max_pages:,}."
+                    )
+            self._deal(child, send)
+            return
+        number = record["page"]
+        lines = [Line(*values) for values in record.get("lines", [])]
+        page = ExtractedPage(number, record["text"], lines, has_image=record.get("image", False))
+        self.pages[number] = page
+        self.outstanding[child] -= 1
+        if self.on_progress:
+            self.on_progress(len(self.pages), self.total or 0)
+        self._deal(child, send)
+
+    def on_exit(self, child: int, send: Send) -> None:
+        self.alive[child] = False
+        self._maybe_finish(send)
+
+
 def extract_text(
     path: Path,
-    total_pages: int,
     password: str = "",
     *,
+    expected_pages: int | None = None,
     on_progress: ProgressCallback | None = None,
     processes: int | None = None,
-) -> list[ExtractedPage]:
-    """Text and line styles of every page, extracted by up to `processes` children at once."""
+) -> Extraction:
+    """Text and line styles of every page, read by up to `processes` children in parallel.
+
+    `expected_pages` (e.g. counted at upload) only decides how many children are worth
+    starting; the children's own count is authoritative.
+    """
     workers = processes or settings.EXTRACT_PROCESSES
-    # A child costs ~0.3 s to start; below ~6 pages each, extra children do not pay off.
-    workers = max(1, min(workers, math.ceil(total_pages / 6)))
-    pages: dict[int, ExtractedPage] = {}
-
-    def collect(record: dict[str, Any]) -> None:
-        lines = [Line(*values) for values in record.get("lines", [])]
-        pages[record["page"]] = ExtractedPage(record["page"], record["text"], lines)
-        if on_progress:
-            on_progress(len(pages), total_pages)
-
+    if expected_pages is not None:
+        # A child costs ~0.1 s to start; below ~6 pages each, extra ones do not pay off.
+        workers = max(1, min(workers, math.ceil(expected_pages / 6)))
+    dealer = _PageDealer(workers, settings.MAX_PDF_PAGES, on_progress)
     _run(
         "text",
         path,
-        _groups(list(range(1, total_pages + 1)), workers),
+        [""] * workers,
         password,
         timeout=settings.EXTRACT_TIMEOUT,
         memory_mb=settings.EXTRACT_MEMORY_MB,
-        on_record=collect,
+        on_record=dealer.on_record,
+        on_exit=dealer.on_exit,
     )
-    return [pages.get(n) or ExtractedPage(n, "") for n in range(1, total_pages + 1)]
+    total = dealer.total or 0
+    if len(dealer.pages) < total:
+        raise PdfError(f"Only {len(dealer.pages)} of {total} pages could be read.")
+    return Extraction(total, [dealer.pages[n] for n in range(1, total + 1)])
 
 
 def ocr_pages(
@@ -239,7 +306,7 @@ def ocr_pages(
     """OCR text for the given pages (rendered with PDFium, read by RapidOCR), in one child."""
     texts: dict[int, str] = {}
 
-    def collect(record: dict[str, Any]) -> None:
+    def collect(child: int, record: dict[str, Any], send: Send) -> None:
         texts[record["page"]] = record["text"]
         if on_progress:
             on_progress(len(texts), len(numbers))

@@ -175,9 +175,18 @@ def run_ocr(path: str, password: str, pages: list[int]) -> None:
 def main(argv: list[str]) -> int:
     mode, path = argv[1], argv[2]
     pages = _parse_pages(argv[3]) if len(argv) > 3 else []
-    password = sys.stdin.readline().rstrip("\n")
     _limit_memory()
     from pdfminer.pdfdocument import PDFPasswordIncorrect
+
+    if mode == "text":
+        import pdfminer.converter
+        import pdfminer.pdfinterp  # noqa: F401  (imported before we wait: a warm child)
+    if path == "-":
+        # A standby child: started ahead of time, it learns its file when a job arrives.
+        path = sys.stdin.readline().rstrip("\n")
+        if not path:
+            return 0
+    password = sys.stdin.readline().rstrip("\n")
 
     try:
         if mode == "text":

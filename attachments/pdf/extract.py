@@ -53,9 +53,7 @@ class ExtractedPage:
     has_image: bool = False
 
 
-def _spawn(
-    mode: str, path: Path, pages: str, password: str, memory_mb: int
-) -> subprocess.Popen[bytes]:
+def _start(mode: str, path: str, pages: str, memory_mb: int) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
         "NOTEBOOK_CHILD_MEMORY_MB": str(memory_mb),
@@ -64,10 +62,10 @@ def _spawn(
     }
     if mode == "text":
         env["OMP_NUM_THREADS"] = "1"  # parallelism comes from our processes, not BLAS threads
-    args = [sys.executable, "-m", "attachments.pdf.child", mode, str(path)]
+    args = [sys.executable, "-m", "attachments.pdf.child", mode, path]
     if pages:
         args.append(pages)
-    proc = subprocess.Popen(  # noqa: S603 - fixed argv, our own module
+    return subprocess.Popen(  # noqa: S603 - fixed argv, our own module
         args,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -75,8 +73,52 @@ def _spawn(
         cwd=BASE_DIR,
         env=env,
     )
+
+
+class _Standby:
+    """Text children started ahead of time (Python up, pdfminer imported, memory capped), so a
+    job does not wait ~0.1 s per child for that. Each child still reads one file only."""
+
+    def __init__(self) -> None:
+        self.children: list[subprocess.Popen[bytes]] = []
+        self.memory_mb = 0
+
+    def take(self, count: int, memory_mb: int) -> list[subprocess.Popen[bytes]]:
+        if memory_mb != self.memory_mb:
+            self.discard()
+        live = [c for c in self.children if c.poll() is None]
+        taken, self.children = live[:count], live[count:]
+        return taken + [_start("text", "-", "", memory_mb) for _ in range(count - len(taken))]
+
+    def refill(self, count: int, memory_mb: int) -> None:
+        if memory_mb != self.memory_mb:
+            self.discard()
+        self.memory_mb = memory_mb
+        self.children = [c for c in self.children if c.poll() is None]
+        while len(self.children) < count:
+            self.children.append(_start("text", "-", "", memory_mb))
+
+    def discard(self) -> None:
+        for child in self.children:
+            child.kill()
+            child.wait()
+        self.children = []
+
+
+_standby = _Standby()
+
+
+def _spawn(
+    mode: str, path: Path, pages: str, password: str, memory_mb: int
+) -> subprocess.Popen[bytes]:
+    if mode == "text":
+        (proc,) = _standby.take(1, memory_mb)
+        job = f"{path}\n"
+    else:
+        proc = _start(mode, str(path), pages, memory_mb)
+        job = ""
     assert proc.stdin is not None
-    proc.stdin.write((password or "").replace("\n", " ").encode() + b"\n")
+    proc.stdin.write((job + (password or "").replace("\n", " ") + "\n").encode())
     proc.stdin.flush()
     return proc
 
@@ -209,7 +251,7 @@ class _PageDealer:
     """Hands pages to text children one at a time as they finish, so no child idles while
     another still has a backlog (pages differ a lot in cost)."""
 
-    AHEAD = 2  # pages queued per child, so it never waits for the parent
+    AHEAD = 1  # pages queued per child: more would leave one child a tail while the other idles
 
     def __init__(self, children: int, max_pages: int, on_progress: ProgressCallback | None) -> None:
         self.total: int | None = None
@@ -280,16 +322,20 @@ def extract_text(
         # A child costs ~0.1 s to start; below ~6 pages each, extra ones do not pay off.
         workers = max(1, min(workers, math.ceil(expected_pages / 6)))
     dealer = _PageDealer(workers, settings.MAX_PDF_PAGES, on_progress)
-    _run(
-        "text",
-        path,
-        [""] * workers,
-        password,
-        timeout=settings.EXTRACT_TIMEOUT,
-        memory_mb=settings.EXTRACT_MEMORY_MB,
-        on_record=dealer.on_record,
-        on_exit=dealer.on_exit,
-    )
+    try:
+        _run(
+            "text",
+            path,
+            [""] * workers,
+            password,
+            timeout=settings.EXTRACT_TIMEOUT,
+            memory_mb=settings.EXTRACT_MEMORY_MB,
+            on_record=dealer.on_record,
+            on_exit=dealer.on_exit,
+        )
+    finally:
+        # Start the next job's children now, while this job goes on to OCR and embedding.
+        _standby.refill(settings.EXTRACT_PROCESSES, settings.EXTRACT_MEMORY_MB)
     total = dealer.total or 0
     if len(dealer.pages) < total:
         raise PdfError(f"Only {len(dealer.pages)} of {total} pages could be read.")

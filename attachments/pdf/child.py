@@ -173,9 +173,22 @@ def run_ocr(path: str, password: str, pages: list[int]) -> None:
 
 
 def main(argv: list[str]) -> int:
+    _limit_memory()
+    try:
+        return _main(argv)
+    except MemoryError:  # also while importing, under a very low cap
+        return EXIT_MEMORY
+    except (ImportError, OSError) as exc:
+        # Loading a compiled module needs address space too: mmap fails under the cap.
+        message = str(exc).lower()
+        if "map segment" in message or "cannot allocate memory" in message:
+            return EXIT_MEMORY
+        raise
+
+
+def _main(argv: list[str]) -> int:
     mode, path = argv[1], argv[2]
     pages = _parse_pages(argv[3]) if len(argv) > 3 else []
-    _limit_memory()
     from pdfminer.pdfdocument import PDFPasswordIncorrect
 
     if mode == "text":

@@ -265,3 +265,19 @@ def test_reembed_command_resizes_vectors_for_a_new_model(alice, note, settings, 
         chunks = list(attachment.chunks.all())
         assert all(len(c.embedding) == 16 and c.embedding_model == "small-embed" for c in chunks)
         call_command("reembed", "--sync")  # nothing left to do
+
+
+def test_a_parser_over_its_time_limit_fails_the_attachment_not_the_worker(alice, note, settings):
+    settings.EXTRACT_TIMEOUT = 0.3  # R-intro needs over a second
+    attachment = ingest(upload(alice, note, "R-intro.pdf"))
+    assert attachment.status == "failed"
+    assert "took longer than 0 seconds" in attachment.error or "longer than" in attachment.error
+    settings.EXTRACT_TIMEOUT = 300
+    assert ingest(services.attachment_reprocess(attachment=attachment)).status == "ready"
+
+
+def test_a_parser_over_its_memory_cap_fails_the_attachment(alice, note, settings):
+    settings.EXTRACT_MEMORY_MB = 40  # less than the parser needs to start
+    attachment = ingest(upload(alice, note, "url.pdf"))
+    assert attachment.status == "failed"
+    assert "more than 40 MB of memory" in attachment.error

@@ -24,6 +24,13 @@ def pytest_configure(config: pytest.Config) -> None:
     settings.STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Browser tests last: Playwright's sync API keeps an event loop running in the main thread
+    # from the first browser test to the end of the session, which breaks async_to_sync in
+    # any test after it.
+    items.sort(key=lambda item: item.get_closest_marker("e2e") is not None)
+
+
 @pytest.fixture
 def alice(db):
     return UserFactory.create(username="alice")

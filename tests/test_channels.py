@@ -51,6 +51,7 @@ def test_websocket_routes_are_origin_and_auth_checked():
     assert isinstance(websocket_app, OriginValidator)
 
 
+@pytest.mark.django_db  # Channels closes stale DB connections around every consumer event
 @pytest.mark.parametrize("origin", [b"https://evil.example", b"null"])
 def test_websocket_from_a_foreign_origin_is_refused(origin):
     from channels.testing import WebsocketCommunicator

@@ -30,51 +30,45 @@ def _row(
 @login_required
 @require_POST
 def attachment_upload(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
-    """One or many files. HTMX/JS callers get row partials; a plain form post redirects back."""
+    """One or many files. The page's uploader (XHR, one file per request) and htmx get row
+    fragments (a row per stored file, an error row per refused one); a plain form post gets
+    messages and a redirect back to the note."""
     note = note_get(user=request.user, note_id=note_id)
+    fragment = bool(request.htmx) or request.headers.get("X-Upload") == "1"
     files = request.FILES.getlist("files")
     if not files:
-        if request.htmx or request.headers.get("X-Upload") == "1":
-            return render(
-                request,
-                "attachments/_upload_error.html",
-                {"message": "Choose a PDF first."},
-                status=400,
-            )
+        if fragment:
+            return _fragments([_error_html(request, "Choose a PDF first.")], status=400)
         messages.error(request, "Choose one or more PDF files first.")
         return redirect("notes:note_detail", note_id=note.pk)
-    rendered: list[str] = []
+    html: list[str] = []
     status = 201
     for uploaded in files:
         try:
             attachment = services.attachment_upload(user=request.user, note=note, uploaded=uploaded)
-        except services.DuplicateAttachment as dup:
-            status = 409 if len(files) == 1 else status
-            message = dup.messages[0]
-            rendered.append(_error_html(request, message, existing=dup.existing))
-            if not _wants_fragment(request):
-                messages.info(request, message)
+        except ValidationError as exc:  # DuplicateAttachment included
+            existing = getattr(exc, "existing", None)
+            message = " ".join(exc.messages)
+            html.append(_error_html(request, message, existing=existing))
+            if len(files) == 1:
+                status = 409 if existing else 400
+            if not fragment:
+                messages.error(request, message)
             continue
-        except ValidationError as exc:
-            status = 400 if len(files) == 1 else status
-            rendered.append(_error_html(request, " ".join(exc.messages)))
-            if not _wants_fragment(request):
-                messages.error(request, " ".join(exc.messages))
-            continue
-        rendered.append(_row(request, attachment).content.decode())
-        if not _wants_fragment(request):
+        html.append(_row(request, attachment).content.decode())
+        if not fragment:
             messages.success(
                 request, f"Uploaded “{attachment.original_name}”. Processing starts now."
             )
-    if _wants_fragment(request):
-        response = HttpResponse("".join(rendered), status=status)
-        response["X-Notebook-Fragment"] = "attachment-rows"  # upload.js inserts only these
-        return response
+    if fragment:
+        return _fragments(html, status=status)
     return redirect("notes:note_detail", note_id=note.pk)
 
 
-def _wants_fragment(request: AuthenticatedHttpRequest) -> bool:
-    return bool(request.htmx) or request.headers.get("X-Upload") == "1"
+def _fragments(html: list[str], *, status: int) -> HttpResponse:
+    response = HttpResponse("".join(html), status=status)
+    response["X-Notebook-Fragment"] = "attachment-rows"  # upload.js inserts only these
+    return response
 
 
 def _error_html(

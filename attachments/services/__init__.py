@@ -1,0 +1,34 @@
+"""Attachment services: `files` (upload, password, reprocess, delete) and `ingestion` (the
+background pipeline). Callers import from here."""
+
+from attachments.services.files import (
+    MAX_PASSWORD_ATTEMPTS,
+    DuplicateAttachment,
+    attachment_delete,
+    attachment_reprocess,
+    attachment_submit_password,
+    attachment_unlock_reset,
+    attachment_upload,
+    unlocked_path,
+)
+from attachments.services.ingestion import (
+    attachment_ingest,
+    attachment_reap_stuck,
+    attachment_reembed,
+    embedding_text,
+)
+
+__all__ = [
+    "MAX_PASSWORD_ATTEMPTS",
+    "DuplicateAttachment",
+    "attachment_delete",
+    "attachment_ingest",
+    "attachment_reap_stuck",
+    "attachment_reembed",
+    "attachment_reprocess",
+    "attachment_submit_password",
+    "attachment_unlock_reset",
+    "attachment_upload",
+    "embedding_text",
+    "unlocked_path",
+]

@@ -1,0 +1,198 @@
+"""Writes for attachments: upload, password, reprocess, delete.
+
+Callers pass objects fetched through attachments.selectors (already authorized for the user).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from django.core.exceptions import ValidationError
+from django.core.files.uploadedfile import UploadedFile
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from attachments.models import NoteAttachment
+from attachments.validation import validate_pdf_upload
+from notes.models import Note
+
+if TYPE_CHECKING:
+    from notebook.types import User
+
+logger = logging.getLogger(__name__)
+Status = NoteAttachment.Status
+Stage = NoteAttachment.Stage
+MAX_PASSWORD_ATTEMPTS = 3
+
+
+class DuplicateAttachment(ValidationError):
+    """The same file (SHA-256) is already attached to this note."""
+
+    def __init__(self, existing: NoteAttachment) -> None:
+        super().__init__(
+            f"“{existing.original_name}” is already attached to this note.", code="duplicate"
+        )
+        self.existing = existing
+
+
+def enqueue_ingest(attachment_id: int) -> None:
+    from django_q.tasks import async_task
+
+    async_task(
+        "attachments.tasks.ingest_attachment",
+        attachment_id,
+        task_name=f"ingest-{attachment_id}-{int(time.time())}",
+        group="ingest",
+    )
+
+
+def _enqueue_on_commit(attachment_id: int) -> None:
+    transaction.on_commit(lambda: enqueue_ingest(attachment_id))
+
+
+def unlocked_path(attachment: NoteAttachment) -> Path:
+    """Where the decrypted working copy of a password-protected PDF lives during one run."""
+    return Path(attachment.file.path).with_suffix(".unlocked.pdf")
+
+
+def _remove_files(attachment: NoteAttachment) -> None:
+    for path in (Path(attachment.file.path), unlocked_path(attachment)):
+        path.unlink(missing_ok=True)
+
+
+def attachment_upload(*, user: User, note: Note, uploaded: UploadedFile[bytes]) -> NoteAttachment:
+    """Validate and store one PDF on `note`, then queue its ingestion once committed.
+
+    Raises ValidationError (nothing stored) for bad files and DuplicateAttachment when the
+    same content is already on the note.
+    """
+    if note.is_trashed:
+        raise ValidationError(
+            "Restore the note from the trash before adding files.", code="trashed"
+        )
+    info = validate_pdf_upload(user=user, uploaded=uploaded)
+    existing = NoteAttachment.objects.filter(note=note, sha256=info.sha256).first()
+    if existing:
+        raise DuplicateAttachment(existing)
+    attachment = NoteAttachment(
+        note=note,
+        uploaded_by=user,
+        original_name=info.name,
+        size=info.size,
+        sha256=info.sha256,
+        page_count=info.page_count,
+        status=Status.NEEDS_PASSWORD if info.encrypted else Status.PENDING,
+        heartbeat_at=timezone.now(),
+        error="This PDF is password-protected. Enter its password to read it."
+        if info.encrypted
+        else "",
+    )
+    attachment.file.save(f"{attachment.uuid}.pdf", uploaded, save=False)
+    try:
+        with transaction.atomic():
+            attachment.save()
+            if attachment.status == Status.PENDING:
+                _enqueue_on_commit(attachment.pk)
+    except IntegrityError:
+        # Someone uploaded the same file to this note between our check and our insert.
+        Path(attachment.file.path).unlink(missing_ok=True)
+        raise DuplicateAttachment(
+            NoteAttachment.objects.get(note=note, sha256=info.sha256)
+        ) from None
+    except BaseException:
+        Path(attachment.file.path).unlink(missing_ok=True)
+        raise
+    return attachment
+
+
+def attachment_reprocess(*, attachment: NoteAttachment) -> NoteAttachment:
+    """Queue the attachment for a fresh run (replaces its pages and chunks when it finishes)."""
+    if attachment.is_active:
+        raise ValidationError("This file is already being processed.", code="active")
+    with transaction.atomic():
+        NoteAttachment.objects.filter(pk=attachment.pk).update(
+            status=Status.PENDING,
+            stage=Stage.QUEUED,
+            progress_current=0,
+            progress_total=0,
+            error="",
+            password_attempts=0,
+            attempts=0,
+            heartbeat_at=timezone.now(),
+        )
+        _enqueue_on_commit(attachment.pk)
+    attachment.refresh_from_db()
+    return attachment
+
+
+def attachment_delete(*, attachment: NoteAttachment) -> None:
+    """Delete the attachment, its pages, chunks and files. A run in progress notices and stops."""
+    with transaction.atomic():
+        attachment.delete()
+        transaction.on_commit(lambda: _remove_files(attachment))
+
+
+def attachment_submit_password(*, attachment: NoteAttachment, password: str) -> NoteAttachment:
+    """Try `password`; if right, write a decrypted working copy and queue ingestion.
+
+    The password is used here only and never stored; the working copy is deleted when the
+    run ends. A wrong password counts; after MAX_PASSWORD_ATTEMPTS the file stays locked
+    until the user asks to try again.
+    """
+    import pikepdf
+
+    if attachment.status != Status.NEEDS_PASSWORD:
+        raise ValidationError("This file is not waiting for a password.", code="state")
+    if attachment.is_locked:
+        raise ValidationError(
+            f"Locked after {MAX_PASSWORD_ATTEMPTS} wrong passwords. Choose “Try again” first.",
+            code="locked",
+        )
+    if not password or len(password) > 1024:
+        raise ValidationError("Type the PDF's password.", code="required")
+    try:
+        with pikepdf.open(attachment.file.path, password=password) as pdf:
+            pages = len(pdf.pages)
+            pdf.save(unlocked_path(attachment))
+    except pikepdf.PasswordError:
+        NoteAttachment.objects.filter(pk=attachment.pk).update(
+            password_attempts=F("password_attempts") + 1
+        )
+        attachment.refresh_from_db()
+        left = MAX_PASSWORD_ATTEMPTS - attachment.password_attempts
+        raise ValidationError(
+            "Wrong password. "
+            + (
+                f"{left} attempt{'s' if left != 1 else ''} left."
+                if left > 0
+                else "The file is now locked."
+            ),
+            code="wrong_password",
+        ) from None
+    except pikepdf.PdfError as exc:
+        raise ValidationError(f"The PDF cannot be opened: {exc}", code="damaged") from None
+    with transaction.atomic():
+        NoteAttachment.objects.filter(pk=attachment.pk).update(
+            status=Status.PENDING,
+            stage=Stage.QUEUED,
+            error="",
+            password_attempts=0,
+            page_count=pages,
+            attempts=0,
+            heartbeat_at=timezone.now(),
+        )
+        _enqueue_on_commit(attachment.pk)
+    attachment.refresh_from_db()
+    return attachment
+
+
+def attachment_unlock_reset(*, attachment: NoteAttachment) -> NoteAttachment:
+    """After too many wrong passwords, let the user try again."""
+    if attachment.status == Status.NEEDS_PASSWORD:
+        NoteAttachment.objects.filter(pk=attachment.pk).update(password_attempts=0)
+        attachment.refresh_from_db()
+    return attachment

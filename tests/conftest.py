@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -8,10 +9,19 @@ from django.test import Client
 from accounts.services import api_token_create
 from tests.factories import NotebookFactory, NoteFactory, UserFactory
 
-EVAL_PDFS = Path(__file__).resolve().parent.parent.parent / "shared" / "eval" / "pdfs"
+# The shared evaluation PDFs live beside the checkout (../shared/eval/pdfs), as in CI.
+EVAL_PDFS = Path(
+    os.environ.get("NOTEBOOK_EVAL_PDFS")
+    or Path(__file__).resolve().parent.parent.parent / "shared" / "eval" / "pdfs"
+)
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if not (EVAL_PDFS / "R-data.pdf").exists():
+        raise pytest.UsageError(
+            f"The evaluation PDFs are missing: expected {EVAL_PDFS}. Check out shared/ beside "
+            "this repository or set NOTEBOOK_EVAL_PDFS to the directory holding them."
+        )
     from django.conf import settings
 
     # The manifest storage needs `collectstatic`; tests serve static files from the finders.

@@ -20,6 +20,7 @@ from playwright.sync_api import FilePayload, JSHandle, Locator, Page, expect
 from notes.models import Note
 from notes.services import note_create, notebook_create
 from tests.conftest import EVAL_PDFS, upload
+from tests.e2e.helpers import login
 from tests.workers import Worker, run_worker
 
 pytestmark = pytest.mark.e2e
@@ -52,19 +53,6 @@ def erin(transactional_db) -> User:
 def note(erin: User) -> Note:
     notebook = notebook_create(owner=erin, title="Papers")
     return note_create(notebook=notebook, author=erin, title="Reading notes", body="Some text.")
-
-
-def path_is(path: str) -> re.Pattern[str]:
-    """Matches a live-server URL whose path (and query, if any) is exactly `path`."""
-    return re.compile(rf"^https?://[^/]+{re.escape(path)}$")
-
-
-def login(page: Page, username: str, password: str) -> None:
-    page.goto("/accounts/login/")
-    page.get_by_label("Username", exact=True).fill(username)
-    page.get_by_label("Password", exact=True).fill(password)
-    page.get_by_role("button", name="Log in", exact=True).click()
-    expect(page).to_have_url(path_is("/"))
 
 
 def open_note(page: Page, note: Note) -> None:

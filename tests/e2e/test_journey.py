@@ -10,7 +10,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from django.contrib.auth.models import User
-from playwright.sync_api import Locator, Page, expect
+from playwright.sync_api import Page, expect
+
+from tests.e2e.helpers import field, login, path_is
 
 pytestmark = pytest.mark.e2e
 
@@ -20,16 +22,6 @@ MARKDOWN = (
     "Some **bold** text and a [link](https://example.org).\n\n"
     "<script>window.pwned=1</script>"
 )
-
-
-def field(scope: Page | Locator, label: str) -> Locator:
-    """The form control whose label is exactly `label` (help text and errors sit outside it)."""
-    return scope.get_by_label(label, exact=True)
-
-
-def path_is(path: str) -> re.Pattern[str]:
-    """Matches a live-server URL whose path (and query, if any) is exactly `path`."""
-    return re.compile(rf"^https?://[^/]+{re.escape(path)}$")
 
 
 @contextmanager
@@ -45,14 +37,6 @@ def htmx_swap(page: Page, method: str, path: str) -> Iterator[None]:
     assert response.status == 200, f"{method} {path} answered {response.status}"
     page.wait_for_load_state()
     assert page.evaluate("window.__sameDocument") is True, "the page was reloaded"
-
-
-def login(page: Page, username: str, password: str) -> None:
-    page.goto("/accounts/login/")
-    field(page, "Username").fill(username)
-    field(page, "Password").fill(password)
-    page.get_by_role("button", name="Log in", exact=True).click()
-    expect(page).to_have_url(path_is("/"))
 
 
 def test_signup_notebook_note_edit_trash_restore(

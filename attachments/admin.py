@@ -30,6 +30,7 @@ class NoteAttachmentAdmin(admin.ModelAdmin[NoteAttachment]):
         "ocr_pages",
         "size",
         "language",
+        "short_error",
         "created_at",
     )
     list_filter = ("status", "stage", "language", "created_at")
@@ -45,6 +46,10 @@ class NoteAttachmentAdmin(admin.ModelAdmin[NoteAttachment]):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # uploads go through validation in the app or the API
+
+    @admin.display(description="error")
+    def short_error(self, obj: NoteAttachment) -> str:
+        return obj.error if len(obj.error) <= 80 else obj.error[:79] + "…"
 
     @admin.action(description="Reprocess selected attachments")
     def reprocess(self, request: HttpRequest, queryset: QuerySet[NoteAttachment]) -> None:

@@ -124,6 +124,8 @@ class DocumentChunk(models.Model):
     end_char = models.PositiveIntegerField()
     char_count = models.PositiveIntegerField()
     token_count = models.PositiveIntegerField()
+    # Words indexed in search_vector (sum of its positions): BM25's document length.
+    token_len = models.PositiveIntegerField(default=0)
     metadata = models.JSONField(default=dict, blank=True)
     search_vector = SearchVectorField(null=True)
     embedding = VectorField(dimensions=settings.EMBEDDING_DIMENSIONS, null=True, blank=True)

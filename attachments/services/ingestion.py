@@ -37,6 +37,11 @@ logger = logging.getLogger(__name__)
 Status = NoteAttachment.Status
 Stage = NoteAttachment.Stage
 PROGRESS_INTERVAL = 0.5  # seconds between progress writes
+# How many words a tsvector indexes: the sum of its lexemes' positions (1 if unpositioned).
+TOKEN_LEN_SQL = (  # noqa: S105 - SQL, not a secret
+    "(SELECT coalesce(sum(coalesce(array_length(u.positions, 1), 1)), 0) "
+    "FROM unnest(search_vector) AS u)"
+)
 RETRY_BACKOFF = (30, 120, 600)  # seconds before retrying after a transient failure
 
 
@@ -253,7 +258,8 @@ def _extract_and_index(run: _Run) -> None:
 
 
 def _index_text(attachment: NoteAttachment, language: str, config: str) -> None:
-    """Fill the chunks' tsvector now, so the document is keyword-searchable during embedding."""
+    """Fill the chunks' tsvector (and its length, for BM25) now, so the document is
+    keyword-searchable while it is being embedded."""
     # `simple` keeps accents as typed; unaccent makes "café" match "cafe". Stemming configs
     # (english, german, …) know their accents and are left alone.
     expr = (
@@ -280,6 +286,10 @@ def _index_text(attachment: NoteAttachment, language: str, config: str) -> None:
                 "WHERE attachment_id = %s",
                 [config, attachment.pk],
             )
+        cursor.execute(
+            f"UPDATE {table} SET token_len = {TOKEN_LEN_SQL} WHERE attachment_id = %s",  # noqa: S608
+            [attachment.pk],
+        )
 
 
 def embedding_text(content: str, heading_path: list[str]) -> str:

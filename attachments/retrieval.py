@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from django.db import connection, transaction
 
@@ -53,7 +53,7 @@ class SearchResult:
     timings: dict[str, float] = field(default_factory=dict)
 
 
-def scoped_attachments(*, user: User, scope: Scope) -> tuple[str, tuple[object, ...]]:
+def scoped_attachments(*, user: User, scope: Scope) -> tuple[str, tuple[Any, ...]]:
     """SQL (and params) selecting (id, search_config) of the ready attachments in scope, built
     from the notes selector so that visibility has one definition."""
     notes = visible_notes(user=user).filter(trashed_at__isnull=True)

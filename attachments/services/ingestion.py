@@ -38,7 +38,7 @@ Status = NoteAttachment.Status
 Stage = NoteAttachment.Stage
 PROGRESS_INTERVAL = 0.5  # seconds between progress writes
 # How many words a tsvector indexes: the sum of its lexemes' positions (1 if unpositioned).
-TOKEN_LEN_SQL = (  # noqa: S105 - SQL, not a secret
+WORD_COUNT_SQL = (
     "(SELECT coalesce(sum(coalesce(array_length(u.positions, 1), 1)), 0) "
     "FROM unnest(search_vector) AS u)"
 )
@@ -287,7 +287,7 @@ def _index_text(attachment: NoteAttachment, language: str, config: str) -> None:
                 [config, attachment.pk],
             )
         cursor.execute(
-            f"UPDATE {table} SET token_len = {TOKEN_LEN_SQL} WHERE attachment_id = %s",  # noqa: S608
+            f"UPDATE {table} SET token_len = {WORD_COUNT_SQL} WHERE attachment_id = %s",  # noqa: S608
             [attachment.pk],
         )
 

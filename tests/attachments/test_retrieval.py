@@ -1,0 +1,171 @@
+"""Retrieval groundwork: BM25 in SQL against hand-computed values, scope, hostile queries."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from attachments import retrieval
+from attachments.models import DocumentChunk, NoteAttachment
+from attachments.retrieval import Scope
+from notes.services import note_trash
+from tests.factories import NotebookFactory, NoteFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def make_attachment(note, texts: list[str], *, config: str = "simple", status: str = "ready"):
+    """A ready attachment whose chunks are `texts`, indexed like the pipeline indexes them."""
+    attachment = NoteAttachment.objects.create(
+        note=note,
+        uploaded_by=note.notebook.owner,
+        file=f"attachments/{note.pk}/x.pdf",
+        original_name="x.pdf",
+        size=1,
+        sha256=f"{note.pk}-{len(texts)}-{texts[0][:20]}",
+        status=status,
+        search_config=config,
+        language="zh" if config == "simple" and any(ord(c) > 0x3000 for c in texts[0]) else "",
+    )
+    DocumentChunk.objects.bulk_create(
+        DocumentChunk(
+            attachment=attachment,
+            index=i,
+            page_number=1,
+            content=text,
+            start_char=0,
+            end_char=len(text),
+            char_count=len(text),
+            token_count=0,
+        )
+        for i, text in enumerate(texts)
+    )
+    from attachments.services.ingestion import _index_text
+
+    _index_text(attachment, attachment.language, config)
+    return attachment
+
+
+def bm25(query: list[str], doc: list[str], docs: list[list[str]], k1=1.2, b=0.75) -> float:
+    n = len(docs)
+    avgdl = sum(len(d) for d in docs) / n
+    score = 0.0
+    for term in set(query):
+        df = sum(1 for d in docs if term in d)
+        tf = doc.count(term)
+        if not tf:
+            continue
+        idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+        score += idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len(doc) / avgdl))
+    return score
+
+
+CORPUS = [
+    "apple banana apple",
+    "banana cherry",
+    "cherry cherry cherry date elderberry fig",
+    "apple",
+    "grape",
+]
+
+
+def test_bm25_matches_hand_computed_scores(alice):
+    note = NoteFactory.create(notebook=NotebookFactory.create(owner=alice))
+    attachment = make_attachment(note, CORPUS)
+    docs = [text.split() for text in CORPUS]
+    got = dict(retrieval.lexical(user=alice, query="apple cherry", scope=Scope(), limit=10))
+    by_index = {c.pk: c.index for c in attachment.chunks.all()}
+    expected = {i: bm25(["apple", "cherry"], d, docs) for i, d in enumerate(docs)}
+    assert {by_index[pk] for pk in got} == {i for i, s in expected.items() if s > 0}
+    for pk, score in got.items():
+        assert score == pytest.approx(expected[by_index[pk]], rel=1e-9)
+    ranked = [by_index[pk] for pk, _ in retrieval.lexical(
+        user=alice, query="apple cherry", scope=Scope(), limit=10)]  # fmt: skip
+    assert ranked == sorted(expected, key=lambda i: -expected[i])[: len(ranked)]
+
+
+def test_idf_comes_from_the_scope(alice):
+    notebook = NotebookFactory.create(owner=alice)
+    rare_here = NoteFactory.create(notebook=notebook)
+    common_elsewhere = NoteFactory.create(notebook=notebook)
+    make_attachment(rare_here, ["zebra stripes", "plain words", "more words"])
+    make_attachment(common_elsewhere, ["zebra", "zebra herd", "zebra crossing"])
+    everywhere = retrieval.lexical(user=alice, query="zebra", scope=Scope(), limit=10)
+    one_note = retrieval.lexical(
+        user=alice, query="zebra", scope=Scope(note_id=rare_here.pk), limit=10
+    )
+    assert len(one_note) == 1
+    score_in_note = one_note[0][1]
+    score_everywhere = dict(everywhere)[one_note[0][0]]
+    assert score_in_note > score_everywhere  # rarer within the note, so more telling
+
+
+def test_chinese_queries_are_segmented_like_the_index(alice):
+    note = NoteFactory.create(notebook=NotebookFactory.create(owner=alice))
+    make_attachment(note, ["人工智能是计算机科学的一个分支", "今天天气很好"])
+    hits = retrieval.lexical(user=alice, query="人工智能", scope=Scope(), limit=10)
+    assert len(hits) == 1
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["", "   ", "'", "a & | ! b", "(((", "<-> <2>", "foo:* bar:AB", "\\", "' OR 1=1 --", "x" * 5000,
+     "café's \"quoted\" [brackets] {braces}", "\x00null"],
+)  # fmt: skip
+def test_hostile_queries_do_not_raise(alice, query):
+    note = NoteFactory.create(notebook=NotebookFactory.create(owner=alice))
+    make_attachment(note, ["some ordinary words", "café au lait"], config="english")
+    query = query.replace("\x00", "")
+    retrieval.lexical(user=alice, query=query, scope=Scope(), limit=5)
+
+
+def test_scope_excludes_other_users_trashed_notes_and_unready_files(alice, bob):
+    mine = NoteFactory.create(notebook=NotebookFactory.create(owner=alice))
+    trashed = NoteFactory.create(notebook=mine.notebook)
+    bobs = NoteFactory.create(notebook=NotebookFactory.create(owner=bob))
+    make_attachment(mine, ["canary visible to alice"])
+    make_attachment(trashed, ["canary in the trash"])
+    make_attachment(mine, ["canary still processing"], status="processing")
+    make_attachment(bobs, ["canary zqxj bob only"])
+    note_trash(note=trashed)
+    hits = retrieval.lexical(user=alice, query="canary zqxj", scope=Scope(), limit=50)
+    contents = {DocumentChunk.objects.get(pk=pk).content for pk, _ in hits}
+    assert contents == {"canary visible to alice"}
+    assert (
+        retrieval.lexical(user=alice, query="canary", scope=Scope(note_id=bobs.pk), limit=50) == []
+    )
+
+
+def test_vector_search_is_scoped_and_ordered(alice, bob):
+    mine = NoteFactory.create(notebook=NotebookFactory.create(owner=alice))
+    bobs = NoteFactory.create(notebook=NotebookFactory.create(owner=bob))
+    a = make_attachment(mine, ["one", "two", "three"])
+    b = make_attachment(bobs, ["bob"])
+    dims = int(DocumentChunk._meta.get_field("embedding").dimensions or 0)
+
+    def unit(i: int) -> list[float]:
+        v = [0.0] * dims
+        v[i] = 1.0
+        return v
+
+    for i, chunk in enumerate(a.chunks.order_by("index")):
+        chunk.embedding = unit(i)
+        chunk.save()
+    b.chunks.update(embedding=unit(0))  # identical to the query: must still not show up
+    hits = retrieval.vector(user=alice, embedding=unit(1), scope=Scope(), limit=10)
+    assert next(DocumentChunk.objects.get(pk=pk).content for pk, _ in hits) == "two"
+    assert len(hits) == 3
+    assert hits[0][1] == pytest.approx(1.0)
+
+
+def test_rrf_rewards_agreement():
+    fused = retrieval.rrf({"lexical": [(1, 9.0), (2, 5.0)], "vector": [(2, 0.9), (3, 0.8)]})
+    assert max(fused, key=lambda pk: fused[pk]) == 2
+    assert fused[2] == pytest.approx(1 / 62 + 1 / 61)
+
+
+def test_token_len_counts_indexed_words(alice):
+    note = NoteFactory.create(notebook=NotebookFactory.create(owner=alice))
+    attachment = make_attachment(note, ["apple banana apple"])
+    assert attachment.chunks.get().token_len == 3

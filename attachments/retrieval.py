@@ -113,13 +113,20 @@ LIMIT %s
 
 def lexical(*, user: User, query: str, scope: Scope, limit: int) -> list[tuple[int, float]]:
     """(chunk id, BM25 score), best first: IDF from document frequencies within the scope,
-    term frequency from the tsvector's positions, length normalisation by token_len."""
+    term frequency from the tsvector's positions, length normalisation by token_len.
+
+    The query's stop words are dropped first: a chunk indexed with `simple` (e.g. the English
+    licence inside a Chinese manual) keeps its stop words, and "the" or "how" would otherwise
+    look rare and outweigh every real term."""
     text = _clean(query)
     if not text:
         return []
     if cjk_ratio(text) > 0:
         # Chinese chunks were indexed as jieba words; the query must be cut the same way.
         text = segment_for_search(text, "zh")
+    text = _without_stop_words(text)
+    if not text:
+        return []
     scope_sql, scope_params = scoped_attachments(user=user, scope=scope)
     sql = _LEXICAL_SQL.format(scope=scope_sql, k1=float(K1), b=float(B))
     with connection.cursor() as cursor:
@@ -148,6 +155,20 @@ def vector(
         rows = [(int(pk), float(sim)) for pk, sim in cursor.fetchall()]
     # relaxed_order may return near-ties slightly out of order.
     return sorted(rows, key=lambda row: -row[1])
+
+
+def _without_stop_words(text: str) -> str:
+    """The query's words minus English and German stop words, as Postgres' parser splits them."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT string_agg(token, ' ') FROM ts_debug('simple', %s) AS d "
+            "WHERE d.lexemes IS NOT NULL "
+            "AND ts_lexize('english_stem', d.token) <> '{}' "
+            "AND ts_lexize('german_stem', d.token) <> '{}'",
+            [text],
+        )
+        row = cursor.fetchone()
+    return str(row[0] or "") if row else ""
 
 
 def _clean(query: str) -> str:

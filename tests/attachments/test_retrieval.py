@@ -169,3 +169,17 @@ def test_token_len_counts_indexed_words(alice):
     note = NoteFactory.create(notebook=NotebookFactory.create(owner=alice))
     attachment = make_attachment(note, ["apple banana apple"])
     assert attachment.chunks.get().token_len == 3
+
+
+def test_stop_words_in_simple_indexed_text_do_not_outrank_real_terms(alice):
+    note = NoteFactory.create(notebook=NotebookFactory.create(owner=alice))
+    # English licence text inside a Chinese manual is indexed with `simple` (stop words kept).
+    make_attachment(note, ["how do i get all of the things in the and then back to it"])
+    english = make_attachment(
+        note, ["Use sink to divert output to a log file.", "Other text about plots."],
+        config="english",
+    )  # fmt: skip
+    hits = retrieval.lexical(
+        user=alice, query="How do I send all of the output to a log file?", scope=Scope(), limit=5
+    )
+    assert DocumentChunk.objects.get(pk=hits[0][0]).attachment_id == english.pk

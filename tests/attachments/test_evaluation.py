@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+import pytest
+
+from attachments.evaluation import Question, aggregate, score_ranking
+from attachments.management.commands.evaluate_retrieval import passwords_from_readme
+from tests.conftest import EVAL_PDFS
+
+
+def q(pages: list[int], kind: str = "factoid", lang: str = "en") -> Question:
+    return Question("x", "?", lang, "a.pdf", pages, kind)
+
+
+def test_metrics_for_a_perfect_and_a_late_hit():
+    perfect = score_ranking(q([3]), [("a.pdf", 3), ("b.pdf", 3)])
+    assert perfect == {"hit@1": 1.0, "hit@5": 1.0, "mrr@10": 1.0, "ndcg@10": 1.0}
+    late = score_ranking(q([3]), [("b.pdf", 3)] * 5 + [("a.pdf", 3)])
+    assert late["hit@1"] == 0.0
+    assert late["hit@5"] == 0.0
+    assert late["mrr@10"] == pytest.approx(1 / 6)
+
+
+def test_each_gold_page_counts_once_so_ndcg_stays_within_one():
+    scores = score_ranking(q([3, 4]), [("a.pdf", 3), ("a.pdf", 3), ("a.pdf", 4)])
+    assert 0 < scores["ndcg@10"] < 1
+    assert score_ranking(q([3, 4]), [("a.pdf", 4), ("a.pdf", 3)])["ndcg@10"] == 1.0
+
+
+def test_aggregate_groups_by_kind_and_language():
+    ones = {"hit@1": 1.0, "hit@5": 1.0, "mrr@10": 1.0, "ndcg@10": 1.0}
+    zeros = dict.fromkeys(ones, 0.0)
+    rows = [(q([1], "ocr", "en"), ones), (q([1], "factoid", "de"), zeros)]
+    result = aggregate(rows)
+    assert result["overall"]["ndcg@10"] == 0.5
+    assert result["by_kind"]["ocr"]["ndcg@10"] == 1.0
+    assert result["by_lang"]["de"]["n"] == 1
+
+
+def test_passwords_are_read_from_the_eval_readme():
+    passwords = passwords_from_readme(EVAL_PDFS.parent / "README.md")
+    assert passwords == {"url-password-opensesame.pdf": "opensesame"}

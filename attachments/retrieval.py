@@ -218,7 +218,7 @@ def search(
     started = time.perf_counter()
     fused = rrf(legs, weights)
     order = sorted(fused, key=lambda pk: -fused[pk])[:limit]
-    chunks = DocumentChunk.objects.in_bulk(order)
+    chunks = DocumentChunk.objects.select_related("attachment__note__notebook").in_bulk(order)
     hits: dict[int, Hit] = {pk: Hit(chunks[pk], fused=fused[pk]) for pk in order if pk in chunks}
     for rank, (pk, score) in enumerate(legs.get("lexical", []), start=1):
         if pk in hits:

@@ -1,8 +1,9 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
-from ninja import Schema
+from ninja import Field, Schema
 
 
 class AttachmentOut(Schema):
@@ -46,3 +47,39 @@ class PageOut(Schema):
 
 class PasswordIn(Schema):
     password: str
+
+
+class SearchIn(Schema):
+    q: str
+    mode: Literal["hybrid", "lexical", "vector"] = "hybrid"
+    limit: int = Field(10, ge=1, le=50)
+    notebook_id: int | None = None
+    note_id: int | None = None
+    attachment_ids: list[int] | None = None
+
+
+class SearchHitOut(Schema):
+    chunk_id: int
+    attachment_id: int
+    file: str
+    note_id: int
+    note_title: str
+    notebook_id: int
+    page: int
+    heading_path: list[str]
+    content: str
+    start_char: int
+    end_char: int
+    kind: Literal["pdf"] = "pdf"
+    fused: float
+    lexical: float | None
+    lexical_rank: int | None
+    vector: float | None
+    vector_rank: int | None
+
+
+class SearchOut(Schema):
+    query: str
+    mode: str
+    hits: list[SearchHitOut]
+    timings_ms: dict[str, float]

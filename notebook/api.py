@@ -49,3 +49,4 @@ def validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse
 api.add_router("/", "accounts.api.router")
 api.add_router("/", "notes.api.router")
 api.add_router("/", "attachments.api.router")
+api.add_router("/", "attachments.api.search_router")

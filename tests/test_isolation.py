@@ -39,6 +39,7 @@ OBJECT_PAGES = {
     "attachments:delete": ("attachment", ["GET", "POST"]),
     "attachments:password": ("attachment", ["POST"]),
     "attachments:unlock": ("attachment", ["POST"]),
+    "attachments:notebook_search": ("notebook", ["GET"]),
 }
 # Pages without an object id: they must still require a login.
 PLAIN_PAGES = {
@@ -46,6 +47,7 @@ PLAIN_PAGES = {
     "accounts:settings": "/settings/",
     "accounts:password_change": "/settings/password/",
     "accounts:password_change_done": "/settings/password/done/",
+    "attachments:search": "/search/",
 }
 PUBLIC_PAGES = {"login", "logout", "signup"}
 
@@ -179,7 +181,14 @@ API_WITH_IDS = {
     ("POST", "/api/notes/{note_id}/trash"),
     ("POST", "/api/notes/{note_id}/restore"),
 }
-API_WITHOUT_IDS = {("GET", "/api/me"), ("GET", "/api/notebooks"), ("POST", "/api/notebooks")}
+# Search takes ids as filters, not in its path; tests/attachments/test_search.py covers them.
+API_WITHOUT_IDS = {
+    ("GET", "/api/me"),
+    ("GET", "/api/notebooks"),
+    ("POST", "/api/notebooks"),
+    ("GET", "/api/search"),
+    ("POST", "/api/search"),
+}
 
 
 def test_every_api_operation_is_covered_by_this_test():

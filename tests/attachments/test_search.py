@@ -1,0 +1,101 @@
+"""The search page and /api/search: results, scores, states, and isolation."""
+
+from __future__ import annotations
+
+import pytest
+
+from attachments.search_views import highlight
+from tests.attachments.test_retrieval import make_attachment
+from tests.factories import NotebookFactory, NoteFactory
+
+pytestmark = pytest.mark.django_db
+CANARY = "zqxjcanary"
+
+
+@pytest.fixture
+def library(alice, bob):
+    mine = NoteFactory.create(notebook=NotebookFactory.create(owner=alice, title="Mine"))
+    bobs = NoteFactory.create(notebook=NotebookFactory.create(owner=bob, title="Bob's"))
+    attachment = make_attachment(
+        mine, ["Use sink to divert output to a log file.", "Plots and graphics."], config="english"
+    )
+    bob_attachment = make_attachment(bobs, [f"{CANARY} sink secret of bob"], config="english")
+    return {"mine": mine, "bobs": bobs, "attachment": attachment, "bob_attachment": bob_attachment}
+
+
+def test_search_page_shows_hits_with_file_page_snippet_and_scores(alice_client, library):
+    page = alice_client.get("/search/", {"q": "sink output", "mode": "lexical"}).content.decode()
+    assert "x.pdf, page 1" in page
+    assert "<mark>sink</mark>" in page
+    assert "BM25" in page
+    assert f"/attachments/{library['attachment'].pk}/file/#page=1" in page
+    assert " ms</span>" in page
+
+
+def test_search_page_states(alice_client, alice):
+    assert "No PDFs to search yet." in alice_client.get("/search/").content.decode()
+
+
+def test_search_page_no_results(alice_client, library):
+    page = alice_client.get("/search/", {"q": "nonexistentword", "mode": "lexical"})
+    assert "Nothing matched." in page.content.decode()
+
+
+def test_search_page_refuses_huge_queries(alice_client, library):
+    page = alice_client.get("/search/", {"q": "x" * 2001}).content.decode()
+    assert "Keep the question under 2,000 characters." in page
+
+
+def test_notebook_search_of_another_user_is_404(alice_client, library):
+    url = f"/notebooks/{library['bobs'].notebook_id}/search/"
+    assert alice_client.get(url, {"q": "sink"}).status_code == 404
+
+
+@pytest.mark.parametrize("mode", ["lexical", "hybrid"])
+def test_the_canary_never_reaches_alice(alice_client, alice_api, library, mode):
+    # The query echoes the canary; bob's text ("… secret of bob") must never come back.
+    page = alice_client.get("/search/", {"q": f"{CANARY} sink secret", "mode": mode})
+    assert "of bob" not in page.content.decode()
+    api = alice_api.get("/api/search", {"q": f"{CANARY} sink secret", "mode": mode})
+    assert api.status_code == 200
+    assert all(CANARY not in hit["content"] for hit in api.json()["hits"])
+    assert "of bob" not in api.content.decode()
+
+
+def test_api_search_returns_scores_and_timings(alice_api, library):
+    body = alice_api.post(
+        "/api/search", {"q": "sink log file", "mode": "lexical", "limit": 5},
+        content_type="application/json",
+    ).json()  # fmt: skip
+    top = body["hits"][0]
+    assert top["file"] == "x.pdf"
+    assert top["page"] == 1
+    assert top["lexical"] > 0
+    assert top["lexical_rank"] == 1
+    assert top["vector"] is None
+    assert "lexical" in body["timings_ms"]
+
+
+@pytest.mark.parametrize("field", ["notebook_id", "note_id", "attachment_ids"])
+def test_api_search_filters_naming_another_users_objects_are_404(alice_api, library, field):
+    ids = {
+        "notebook_id": library["bobs"].notebook_id,
+        "note_id": library["bobs"].pk,
+        "attachment_ids": [library["bob_attachment"].pk],
+    }
+    response = alice_api.post(
+        "/api/search", {"q": "sink", field: ids[field]}, content_type="application/json"
+    )
+    assert response.status_code == 404
+
+
+def test_api_search_rejects_empty_queries(alice_api):
+    response = alice_api.get("/api/search", {"q": "   "})
+    assert response.status_code == 422
+
+
+def test_highlight_escapes_html_and_marks_terms():
+    html = str(highlight("<script>x</script> the sink is here", "sink <script>"))
+    assert "<script>" not in html
+    assert "&lt;<mark>script</mark>&gt;" in html
+    assert "<mark>sink</mark>" in html

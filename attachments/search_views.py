@@ -13,6 +13,7 @@ from django.views.decorators.http import require_http_methods
 
 from attachments.models import NoteAttachment
 from attachments.retrieval import MAX_QUERY_CHARS, Scope, search
+from notebook.textutil import cjk_ratio
 from notebook.types import AuthenticatedHttpRequest
 from notes.selectors import notebook_get, notebook_list
 
@@ -20,10 +21,89 @@ MODES = ("hybrid", "lexical", "vector")
 SNIPPET_CHARS = 320
 
 
+_STOP = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "can",
+        "do",
+        "does",
+        "for",
+        "from",
+        "had",
+        "has",
+        "have",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "no",
+        "not",
+        "of",
+        "on",
+        "or",
+        "our",
+        "so",
+        "than",
+        "that",
+        "the",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "was",
+        "we",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "why",
+        "will",
+        "with",
+        "you",
+        "your",
+        "der",
+        "die",
+        "das",
+        "und",
+        "ist",
+        "ein",
+        "eine",
+        "zu",
+        "von",
+        "mit",
+    ]
+)
+
+
+def _worth_marking(word: str) -> bool:
+    return bool(cjk_ratio(word)) or (len(word) >= 2 and word not in _STOP)
+
+
 def highlight(text: str, query: str, *, width: int = SNIPPET_CHARS) -> SafeString:
     """An escaped snippet of `text` around the first query word, query words in <mark>."""
-    words = sorted({w for w in re.findall(r"\w{2,}", query.lower())}, key=len, reverse=True)
-    pattern = re.compile("|".join(re.escape(w) for w in words), re.IGNORECASE) if words else None
+    words = sorted(
+        {w for w in re.findall(r"\w+", query.lower()) if _worth_marking(w)}, key=len, reverse=True
+    )
+    # Whole words only (CJK has no word boundaries, so its terms match anywhere).
+    alternatives = [re.escape(w) if cjk_ratio(w) else rf"\b{re.escape(w)}\w*" for w in words]
+    pattern = re.compile("|".join(alternatives), re.IGNORECASE) if words else None
     start = 0
     if pattern and (first := pattern.search(text)):
         start = max(0, first.start() - width // 3)

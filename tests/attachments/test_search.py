@@ -99,3 +99,14 @@ def test_highlight_escapes_html_and_marks_terms():
     assert "<script>" not in html
     assert "&lt;<mark>script</mark>&gt;" in html
     assert "<mark>sink</mark>" in html
+
+
+def test_highlight_marks_whole_words_not_stop_words_or_fragments():
+    html = str(
+        highlight("Executing commands in a file: the sink function", "how do I sink in file")
+    )
+    assert "<mark>sink</mark>" in html
+    assert "<mark>file</mark>" in html
+    assert "Execut<mark>" not in html
+    assert "<mark>in</mark>" not in html
+    assert "人工<mark>智能</mark>" in str(highlight("人工智能", "智能"))

@@ -21,13 +21,12 @@ MODES = ("hybrid", "lexical", "vector")
 SNIPPET_CHARS = 320
 
 
-_STOP = frozenset(  # noqa: SIM905 - a word list reads better as text
-    (
-        "a an and are as at be but by can do does for from had has have how i if in into is it "
-        "its me my no not of on or our so than that the then there these they this to was we what "
-        "when where which who why will with you your der die das und ist ein eine zu von mit"
-    ).split()
+_STOP_WORDS = (
+    "a an and are as at be but by can do does for from had has have how i if in into is it "
+    "its me my no not of on or our so than that the then there these they this to was we what "
+    "when where which who why will with you your der die das und ist ein eine zu von mit"
 )
+_STOP = frozenset(_STOP_WORDS.split())
 
 
 def _worth_marking(word: str) -> bool:

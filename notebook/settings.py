@@ -11,6 +11,7 @@ from dotenv import load_dotenv
 
 from notebook.database import database_from_url, embedded_database
 from notebook.env import env_bool, env_choice, env_int, env_list, env_path, env_str
+from notebook.rerank import validate_config as validate_reranker_config
 
 # Lets runtime code write the generic types the type checker wants (ModelForm[Note], …).
 django_stubs_ext.monkeypatch()
@@ -228,3 +229,20 @@ OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")
 EMBEDDING_BASE_URL = env_str("EMBEDDING_BASE_URL", OPENAI_BASE_URL)
 EMBEDDING_API_KEY = env_str("EMBEDDING_API_KEY", OPENAI_API_KEY)
+
+# --- Reranker (optional): re-scores the best fused search candidates; see notebook/rerank.py.
+CHAT_MODEL = env_str("CHAT_MODEL")  # the chat model on OPENAI_BASE_URL
+RERANKER = env_choice("RERANKER", ("none", "cross-encoder", "http", "llm"), "none")
+# cross-encoder: a local model directory; http: the model name sent to the server (optional);
+# llm: the chat model that ranks (default CHAT_MODEL).
+RERANKER_MODEL = env_str("RERANKER_MODEL")
+RERANKER_URL = env_str("RERANKER_URL")  # http: the full URL of the rerank endpoint
+RERANKER_API_KEY = env_str("RERANKER_API_KEY")  # http: sent as a bearer token when set
+RERANKER_TOP_N = env_int("RERANKER_TOP_N", 30, minimum=1)  # fused candidates sent to rerank
+RERANKER_TIMEOUT = env_int("RERANKER_TIMEOUT", 10, minimum=1)  # seconds, then fused order
+# After this many failures in a row the reranker is skipped for RERANKER_BREAKER_SECONDS.
+RERANKER_BREAKER_FAILURES = env_int("RERANKER_BREAKER_FAILURES", 3, minimum=1)
+RERANKER_BREAKER_SECONDS = env_int("RERANKER_BREAKER_SECONDS", 60, minimum=1)
+validate_reranker_config(
+    backend=RERANKER, model=RERANKER_MODEL, url=RERANKER_URL, chat_model=CHAT_MODEL
+)

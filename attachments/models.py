@@ -113,7 +113,8 @@ class DocumentPage(models.Model):
 
 
 class DocumentChunk(models.Model):
-    """A searchable passage of one page: text, heading path, offsets, tsvector and embedding."""
+    """A searchable passage of one page: text, heading path, offsets and tsvector; its
+    embeddings are ChunkVector rows."""
 
     attachment = models.ForeignKey(NoteAttachment, on_delete=models.CASCADE, related_name="chunks")
     index = models.PositiveIntegerField()
@@ -128,7 +129,7 @@ class DocumentChunk(models.Model):
     token_len = models.PositiveIntegerField(default=0)
     metadata = models.JSONField(default=dict, blank=True)
     search_vector = SearchVectorField(null=True)
-    embedding = VectorField(dimensions=settings.EMBEDDING_DIMENSIONS, null=True, blank=True)
+    # The model whose vectors this chunk has in ChunkVector ("" until it is embedded).
     embedding_model = models.CharField(max_length=200, blank=True)
 
     class Meta:
@@ -139,8 +140,30 @@ class DocumentChunk(models.Model):
         indexes = [
             models.Index(fields=["attachment", "page_number"]),
             GinIndex(fields=["search_vector"], name="chunk_search_vector_gin"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.attachment} #{self.index} (p.{self.page_number})"
+
+
+class ChunkVector(models.Model):
+    """One embedding of a chunk. A chunk longer than the embedding model's input is embedded
+    as several overlapping windows (see Embedder.windows); vector search keeps the best one."""
+
+    chunk = models.ForeignKey(DocumentChunk, on_delete=models.CASCADE, related_name="vectors")
+    # Denormalised from the chunk so the scope filter needs no join inside the index scan.
+    attachment = models.ForeignKey(NoteAttachment, on_delete=models.CASCADE, related_name="+")
+    window = models.PositiveSmallIntegerField(default=0)
+    embedding = VectorField(dimensions=settings.EMBEDDING_DIMENSIONS)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["chunk", "window"], name="chunkvector_unique_window")
+        ]
+        indexes = [
+            models.Index(fields=["attachment"], name="chunkvector_attachment"),
             HnswIndex(
-                name="chunk_embedding_hnsw",
+                name="chunkvector_embedding_hnsw",
                 fields=["embedding"],
                 m=16,
                 ef_construction=64,
@@ -149,4 +172,4 @@ class DocumentChunk(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.attachment} #{self.index} (p.{self.page_number})"
+        return f"{self.chunk} window {self.window}"

@@ -346,7 +346,7 @@ def _measure_alone(row: PipelineRow, source: Path, attachment_id: int) -> float:
     from attachments.chunking import chunk_pages
     from attachments.models import DocumentPage
     from attachments.pdf.extract import extract_text
-    from attachments.services import embedding_text
+    from attachments.services import passage_windows
     from notebook.embeddings import get_embedder
 
     started = time.perf_counter()
@@ -369,8 +369,8 @@ def _measure_alone(row: PipelineRow, source: Path, attachment_id: int) -> float:
     row.chunk_alone_s = round(time.perf_counter() - started, 3)
     row.alone_chunks = len(chunks)
 
-    texts = [embedding_text(c.content, c.heading_path) for c in chunks]
     embedder = get_embedder()
+    texts = [w for c in chunks for w in passage_windows(embedder, c.content, c.heading_path)]
     batch = settings.EMBEDDING_BATCH_SIZE * 4
     started = time.perf_counter()
     for i in range(0, len(texts), batch):

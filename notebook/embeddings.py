@@ -13,6 +13,7 @@ from django.conf import settings
 
 logger = logging.getLogger(__name__)
 DEFAULT_LOCAL_MODEL = "all-MiniLM-L6-v2"
+WINDOW_OVERLAP = 32  # tokens shared by consecutive windows of a long passage
 
 
 class EmbeddingError(Exception):
@@ -28,6 +29,8 @@ class Embedder(Protocol):
     dimensions: int
 
     def embed(self, texts: list[str]) -> list[list[float]]: ...
+
+    def windows(self, text: str, prefix: str = "") -> list[str]: ...
 
 
 class LocalEmbedder:
@@ -62,6 +65,31 @@ class LocalEmbedder:
             show_progress_bar=False,
         )
         return [v.tolist() for v in vectors]
+
+    def windows(self, text: str, prefix: str = "") -> list[str]:
+        """`prefix` + `text` cut into overlapping pieces that each fit the model's input.
+
+        A sentence-transformers model silently drops everything past `max_seq_length` tokens
+        (256 for all-MiniLM-L6-v2, about half of a typical chunk), so a long passage gets one
+        vector per window and search keeps the best window. Every window repeats `prefix`
+        (the heading path)."""
+        tokenizer = self._model.tokenizer
+        head = f"{prefix}\n" if prefix else ""
+        limit = int(self._model.max_seq_length or 256)
+        budget = limit - 2 - len(tokenizer.tokenize(head))  # room for [CLS] and [SEP]
+        spans = tokenizer(
+            text, add_special_tokens=False, return_offsets_mapping=True, verbose=False
+        )["offset_mapping"]
+        if len(spans) <= budget or budget <= WINDOW_OVERLAP:
+            return [head + text]
+        pieces = []
+        step = budget - WINDOW_OVERLAP
+        for start in range(0, len(spans), step):
+            end = min(start + budget, len(spans))
+            pieces.append(head + text[spans[start][0] : spans[end - 1][1]])
+            if end == len(spans):
+                break
+        return pieces
 
 
 class OpenAIEmbedder:
@@ -108,6 +136,10 @@ class OpenAIEmbedder:
             )
         return vectors
 
+    def windows(self, text: str, prefix: str = "") -> list[str]:
+        """One window: embedding servers take thousands of tokens (and truncate themselves)."""
+        return [f"{prefix}\n{text}" if prefix else text]
+
 
 @cache
 def _embedder(backend: str, model: str, dimensions: int, base_url: str, api_key: str) -> Embedder:
@@ -133,3 +165,19 @@ def embedding_model_name() -> str:
         return DEFAULT_LOCAL_MODEL
     model = settings.EMBEDDING_MODEL
     return os.path.basename(model.rstrip("/")) if settings.EMBEDDING_BACKEND == "local" else model
+
+
+def warm_up_in_background() -> None:
+    """Load the local embedding model in a daemon thread, so the web process's first search
+    does not wait for it (about 4.5 s on 2 cores). Remote embedders need no warming."""
+    if settings.EMBEDDING_BACKEND != "local":
+        return
+    import threading
+
+    def load() -> None:
+        try:
+            get_embedder().embed(["warm up"])
+        except Exception:  # the first real query reports the problem to the user
+            logger.exception("Could not load the embedding model at start-up")
+
+    threading.Thread(target=load, name="embedding-warm-up", daemon=True).start()

@@ -15,7 +15,7 @@ from attachments.services.ingestion import (
     attachment_ingest,
     attachment_reap_stuck,
     attachment_reembed,
-    embedding_text,
+    passage_windows,
 )
 
 __all__ = [
@@ -29,6 +29,6 @@ __all__ = [
     "attachment_submit_password",
     "attachment_unlock_reset",
     "attachment_upload",
-    "embedding_text",
+    "passage_windows",
     "unlocked_path",
 ]

@@ -16,13 +16,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from attachments.chunking import chunk_pages
-from attachments.language import (
-    SEGMENTED,
-    detect_language,
-    search_config_for,
-    segment_for_search,
-)
-from attachments.models import DocumentChunk, DocumentPage, NoteAttachment
+from attachments.models import ChunkVector, DocumentChunk, DocumentPage, NoteAttachment
 from attachments.pdf.extract import (
     ExtractedPage,
     PasswordRequired,
@@ -31,17 +25,21 @@ from attachments.pdf.extract import (
     ocr_pages,
 )
 from attachments.services.files import enqueue_ingest, unlocked_path
-from notebook.embeddings import EmbeddingError, embedding_model_name, get_embedder
+from notebook.embeddings import Embedder, EmbeddingError, embedding_model_name, get_embedder
+from notebook.language import (
+    SEGMENTED,
+    WORD_COUNT_SQL,
+    detect_language,
+    search_config_for,
+    segment_for_search,
+    tsvector_sql,
+)
 
 logger = logging.getLogger(__name__)
 Status = NoteAttachment.Status
 Stage = NoteAttachment.Stage
 PROGRESS_INTERVAL = 0.5  # seconds between progress writes
 # How many words a tsvector indexes: the sum of its lexemes' positions (1 if unpositioned).
-WORD_COUNT_SQL = (
-    "(SELECT coalesce(sum(coalesce(array_length(u.positions, 1), 1)), 0) "
-    "FROM unnest(search_vector) AS u)"
-)
 RETRY_BACKOFF = (30, 120, 600)  # seconds before retrying after a transient failure
 
 
@@ -212,7 +210,6 @@ def _extract_and_index(run: _Run) -> None:
         )
     language = detect_language("\n".join(p.text for p in pages[:30]))
     config = search_config_for(language)
-    model = embedding_model_name()
     with transaction.atomic():
         # Lock our row: a concurrent delete or reset waits, and we see whether we still own it.
         if not run._rows().select_for_update().exists():
@@ -239,7 +236,6 @@ def _extract_and_index(run: _Run) -> None:
                     char_count=len(c.content),
                     token_count=c.token_count,
                     metadata={"table": True} if c.is_table else {},
-                    embedding_model=model,
                 )
                 for i, c in enumerate(chunks)
             ],
@@ -260,13 +256,7 @@ def _extract_and_index(run: _Run) -> None:
 def _index_text(attachment: NoteAttachment, language: str, config: str) -> None:
     """Fill the chunks' tsvector (and its length, for BM25) now, so the document is
     keyword-searchable while it is being embedded."""
-    # `simple` keeps accents as typed; unaccent makes "café" match "cafe". Stemming configs
-    # (english, german, …) know their accents and are left alone.
-    expr = (
-        "to_tsvector(%s::regconfig, unaccent({}))"
-        if config == "simple"
-        else "to_tsvector(%s::regconfig, {})"
-    )
+    expr = tsvector_sql(config, "{}")
     table = DocumentChunk._meta.db_table
     with connection.cursor() as cursor:
         if language in SEGMENTED:
@@ -292,9 +282,10 @@ def _index_text(attachment: NoteAttachment, language: str, config: str) -> None:
         )
 
 
-def embedding_text(content: str, heading_path: list[str]) -> str:
-    """What the embedder sees: the headings give a passage its context."""
-    return (" › ".join(heading_path) + "\n" + content) if heading_path else content
+def passage_windows(embedder: Embedder, content: str, heading_path: list[str]) -> list[str]:
+    """What the embedder sees of a passage: its text in windows that fit the model, each
+    led by the heading path that gives the passage its context."""
+    return embedder.windows(content, prefix=" › ".join(heading_path))
 
 
 def _embed(run: _Run) -> None:
@@ -303,7 +294,7 @@ def _embed(run: _Run) -> None:
     model = embedding_model_name()
     todo = list(
         DocumentChunk.objects.filter(attachment=attachment)
-        .filter(Q(embedding__isnull=True) | ~Q(embedding_model=model))
+        .exclude(embedding_model=model)
         .order_by("index")
         .only("pk", "content", "heading_path")
     )
@@ -314,14 +305,21 @@ def _embed(run: _Run) -> None:
     batch_size = settings.EMBEDDING_BATCH_SIZE * 4
     for i in range(0, len(todo), batch_size):
         batch = todo[i : i + batch_size]
-        vectors = embedder.embed([embedding_text(c.content, c.heading_path) for c in batch])
-        for chunk, vector in zip(batch, vectors, strict=True):
-            chunk.embedding = vector
+        windows = [passage_windows(embedder, c.content, c.heading_path) for c in batch]
+        vectors = iter(embedder.embed([w for ws in windows for w in ws]))
+        rows = [
+            ChunkVector(chunk=chunk, attachment=attachment, window=n, embedding=next(vectors))
+            for chunk, ws in zip(batch, windows, strict=True)
+            for n in range(len(ws))
+        ]
+        for chunk in batch:
             chunk.embedding_model = embedder.model_name
         with transaction.atomic():
             if not run._rows().select_for_update().exists():
                 raise Superseded
-            DocumentChunk.objects.bulk_update(batch, ["embedding", "embedding_model"])
+            ChunkVector.objects.filter(chunk__in=batch).delete()
+            ChunkVector.objects.bulk_create(rows)
+            DocumentChunk.objects.bulk_update(batch, ["embedding_model"])
         done += len(batch)
         run.progress(Stage.EMBEDDING, done, total)
     run.timings["embed"] = round(time.monotonic() - started, 3)

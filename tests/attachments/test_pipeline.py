@@ -11,7 +11,8 @@ from django.db import connection
 from django.utils import timezone
 
 from attachments import services
-from attachments.models import DocumentChunk, NoteAttachment
+from attachments.models import ChunkVector, DocumentChunk, NoteAttachment
+from notes.models import NoteVector
 from tests.conftest import EVAL_PDFS, upload
 from tests.factories import NotebookFactory, NoteFactory
 from tests.fake_openai import fake_openai_server
@@ -41,15 +42,19 @@ def keyword_hits(attachment: NoteAttachment, query: str) -> list[int]:
 
 
 def assert_consistent(attachment: NoteAttachment) -> None:
-    """Exactly one set of chunks, each pointing into its page's text, all embedded."""
+    """Exactly one set of chunks, each pointing into its page's text, all embedded (every
+    window once)."""
     pages = {p.number: p.text for p in attachment.pages.all()}
     assert sorted(pages) == list(range(1, (attachment.page_count or 0) + 1))
     chunks = list(attachment.chunks.order_by("index"))
     assert [c.index for c in chunks] == list(range(len(chunks)))
     for chunk in chunks:
         assert pages[chunk.page_number][chunk.start_char : chunk.end_char] == chunk.content
-        assert chunk.embedding is not None
-        assert len(chunk.embedding) == 384
+        windows = list(chunk.vectors.order_by("window"))
+        assert windows
+        assert [v.window for v in windows] == list(range(len(windows)))
+        assert all(len(v.embedding) == 384 for v in windows)
+        assert chunk.embedding_model == "all-MiniLM-L6-v2"
         assert chunk.search_vector
 
 
@@ -253,7 +258,8 @@ def test_reembed_command_resizes_vectors_for_a_new_model(alice, note, settings, 
         settings.EMBEDDING_MODEL = "small-embed"
         settings.EMBEDDING_DIMENSIONS = 16
         # What a restart with the new setting does to the model field.
-        monkeypatch.setattr(DocumentChunk._meta.get_field("embedding"), "dimensions", 16)
+        for model in (ChunkVector, NoteVector):
+            monkeypatch.setattr(model._meta.get_field("embedding"), "dimensions", 16)
         with pytest.raises(CommandError, match="--yes"):
             call_command("reembed")
         assert column_dimensions() == 384
@@ -263,7 +269,10 @@ def test_reembed_command_resizes_vectors_for_a_new_model(alice, note, settings, 
         assert attachment.status == "ready"
         assert attachment.embedding_model == "small-embed"
         chunks = list(attachment.chunks.all())
-        assert all(len(c.embedding) == 16 and c.embedding_model == "small-embed" for c in chunks)
+        assert all(c.embedding_model == "small-embed" for c in chunks)
+        vectors = ChunkVector.objects.filter(attachment=attachment)
+        assert vectors.count() == len(chunks)  # the server takes whole passages: one window
+        assert all(len(v.embedding) == 16 for v in vectors)
         call_command("reembed", "--sync")  # nothing left to do
 
 

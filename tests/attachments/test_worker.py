@@ -7,7 +7,7 @@ import time
 import pytest
 
 from attachments import services
-from attachments.models import NoteAttachment
+from attachments.models import ChunkVector, NoteAttachment
 from tests.conftest import upload
 from tests.factories import NotebookFactory, NoteFactory
 from tests.workers import run_worker
@@ -40,7 +40,7 @@ def test_worker_processes_an_upload_end_to_end(alice, note):
 
     with run_worker():
         attachment = wait_for(attachment, ready)
-    assert attachment.chunks.filter(embedding__isnull=False).count() == attachment.chunks.count()
+    assert not attachment.chunks.filter(vectors__isnull=True).exists()
     assert attachment.chunks.count() > 0
     assert "processing/extracting" in seen or "processing/embedding" in seen
 
@@ -69,4 +69,7 @@ def test_killed_worker_run_is_reaped_and_finishes_with_one_set_of_chunks(alice, 
     assert attachment.attempts == 2
     chunks = list(attachment.chunks.order_by("index").values_list("index", flat=True))
     assert chunks == list(range(first_run_chunks))  # exactly one set, no duplicates
-    assert attachment.chunks.filter(embedding__isnull=True).count() == 0
+    assert not attachment.chunks.filter(vectors__isnull=True).exists()
+    assert not attachment.chunks.exclude(embedding_model="all-MiniLM-L6-v2").exists()
+    windows = ChunkVector.objects.filter(attachment=attachment).values_list("chunk", "window")
+    assert len(set(windows)) == len(windows)  # each window once: no duplicates from run 1

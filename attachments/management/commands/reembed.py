@@ -1,8 +1,9 @@
-"""`manage.py reembed`: after changing the embedding model, make every chunk's vector match it.
+"""`manage.py reembed`: after changing the embedding model, make every vector match it.
 
-If EMBEDDING_DIMENSIONS changed, the vector column is resized (its old vectors are dropped, the
-HNSW index rebuilt); then every ready attachment whose chunks lack a vector from the
-configured model is queued for embedding (or embedded right here with --sync).
+If EMBEDDING_DIMENSIONS changed, the vector columns (chunks' and notes') are resized: their old
+vectors are dropped and the HNSW indexes rebuilt. Then every ready attachment whose chunks lack
+vectors from the configured model, and every such note, is queued for embedding (or embedded
+right here with --sync).
 """
 
 from __future__ import annotations
@@ -12,22 +13,26 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection, transaction
-from django.db.models import Q
 
 from attachments import services
-from attachments.models import DocumentChunk, NoteAttachment
+from attachments.models import ChunkVector, DocumentChunk, NoteAttachment
 from notebook.embeddings import embedding_model_name
+from notes.indexing import note_embed, note_enqueue_embedding, notes_needing_embedding
+from notes.models import Note, NoteVector
 
-TABLE = DocumentChunk._meta.db_table
-INDEX = "chunk_embedding_hnsw"
+# (vector table, its HNSW index, the table whose rows record which model they were embedded with)
+VECTOR_TABLES = (
+    (ChunkVector._meta.db_table, "chunkvector_embedding_hnsw", DocumentChunk._meta.db_table),
+    (NoteVector._meta.db_table, "notevector_embedding_hnsw", Note._meta.db_table),
+)
 
 
-def column_dimensions() -> int:
+def column_dimensions(table: str = ChunkVector._meta.db_table) -> int:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT atttypmod FROM pg_attribute WHERE attrelid = %s::regclass "
             "AND attname = 'embedding'",
-            [TABLE],
+            [table],
         )
         row = cursor.fetchone()
     return int(row[0]) if row else 0
@@ -60,19 +65,27 @@ class Command(BaseCommand):
                 # Deferred foreign-key checks of earlier writes in this transaction would
                 # otherwise block the ALTER ("pending trigger events").
                 cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
-                cursor.execute(f"DROP INDEX IF EXISTS {INDEX}")
-                cursor.execute(
-                    f"ALTER TABLE {TABLE} ALTER COLUMN embedding TYPE vector({int(wanted)}) "
-                    "USING NULL"
-                )
-                cursor.execute(
-                    f"CREATE INDEX {INDEX} ON {TABLE} USING hnsw (embedding vector_cosine_ops) "
-                    "WITH (m = 16, ef_construction = 64)"
-                )
+                for table, index, owner in VECTOR_TABLES:
+                    cursor.execute(f"DROP INDEX IF EXISTS {index}")
+                    cursor.execute(f"DELETE FROM {table}")  # noqa: S608 - our table names
+                    cursor.execute(
+                        f"ALTER TABLE {table} ALTER COLUMN embedding TYPE vector({int(wanted)})"
+                    )
+                    cursor.execute(
+                        f"CREATE INDEX {index} ON {table} USING hnsw "
+                        "(embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)"
+                    )
+                    cursor.execute(f"UPDATE {owner} SET embedding_model = ''")  # noqa: S608
             self.stdout.write(f"Resized vectors from {current} to {wanted} dimensions.")
         if options["all"]:
-            DocumentChunk.objects.update(embedding=None)
-        stale = DocumentChunk.objects.filter(Q(embedding__isnull=True) | ~Q(embedding_model=model))
+            DocumentChunk.objects.update(embedding_model="")
+            Note.objects.update(embedding_model="")
+        for pk in notes_needing_embedding():
+            if options["sync"]:
+                note_embed(note_id=pk)
+            else:
+                note_enqueue_embedding(note_id=pk)
+        stale = DocumentChunk.objects.exclude(embedding_model=model)
         ids = list(
             NoteAttachment.objects.filter(status=NoteAttachment.Status.READY, chunks__in=stale)
             .distinct()

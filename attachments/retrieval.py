@@ -1,80 +1,143 @@
-"""Retrieval over the chunks a user may see: BM25 in SQL, pgvector HNSW, reciprocal rank fusion.
-
-Groundwork for the hybrid retrieval issue: documents only for now (notes, rerankers, the search
-page and API come with it). Every query is scoped in SQL through the notes selectors, never
-post-filtered.
+"""Retrieval over what a user may see: document chunks and notes, by BM25 computed in SQL and
+by pgvector HNSW, fused (reciprocal rank fusion or min-max scores), optionally diversified
+across sources and reranked. Every query is scoped in SQL through the notes selectors, never
+post-filtered. See docs/retrieval.md.
 """
 
 from __future__ import annotations
 
 import time
+from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
+from django.conf import settings
 from django.db import connection, transaction
 
-from attachments.language import segment_for_search
-from attachments.models import DocumentChunk, NoteAttachment
+from attachments.models import ChunkVector, DocumentChunk, NoteAttachment
+from notebook.language import detect_language, segment_for_search
 from notebook.textutil import cjk_ratio
+from notes.indexing import note_search_text
+from notes.models import Note, NoteVector
 from notes.selectors import visible_notes
 
 if TYPE_CHECKING:
     from notebook.types import User
 
 Mode = Literal["lexical", "vector", "hybrid"]
+Fusion = Literal["rrf", "minmax"]
+Kind = Literal["document", "note"]
+Key = tuple[Kind, int]  # ("document", chunk id) or ("note", note id)
 K1 = 1.2
 B = 0.75
 RRF_K = 60
 MAX_QUERY_CHARS = 2000
+EF_SEARCH = 100
+WINDOWS_PER_HIT = 3  # vector rows fetched per wanted hit: a long chunk has several windows
+T = TypeVar("T")
 
 
 @dataclass
 class Scope:
-    """What to search within; None means everything the user may see."""
+    """What to search within; None means everything the user may see. Notes are searched
+    beside documents unless `include_notes` is off or `attachment_ids` names documents;
+    `include_documents` off searches notes only."""
 
     notebook_id: int | None = None
     note_id: int | None = None
     attachment_ids: list[int] | None = None
+    include_notes: bool = True
+    include_documents: bool = True
 
 
 @dataclass
 class Hit:
-    chunk: DocumentChunk
-    lexical: float | None = None
+    kind: Kind
+    note: Note
+    chunk: DocumentChunk | None = None  # set for documents
+    lexical: float | None = None  # BM25
     lexical_rank: int | None = None
-    vector: float | None = None  # cosine similarity
+    vector: float | None = None  # cosine similarity (best window)
     vector_rank: int | None = None
     fused: float = 0.0
+    rerank: float | None = None
+
+    @property
+    def key(self) -> Key:
+        return (self.kind, self.chunk.pk if self.chunk else self.note.pk)
+
+    @property
+    def attachment(self) -> NoteAttachment | None:
+        return self.chunk.attachment if self.chunk else None
+
+    @property
+    def text(self) -> str:
+        return (
+            self.chunk.content if self.chunk else note_search_text(self.note.title, self.note.body)
+        )
+
+    @property
+    def source(self) -> tuple[str, int]:
+        """The document (or note) a hit comes from, for diversity."""
+        return ("attachment", self.chunk.attachment_id) if self.chunk else ("note", self.note.pk)
 
 
 @dataclass
 class SearchResult:
     hits: list[Hit]
     timings: dict[str, float] = field(default_factory=dict)
+    # How the ranking was made: query_language, vector_weight, fusion, rerank backend/fallback.
+    info: dict[str, Any] = field(default_factory=dict)
 
 
-def scoped_attachments(*, user: User, scope: Scope) -> tuple[str, tuple[Any, ...]]:
-    """SQL (and params) selecting (id, search_config) of the ready attachments in scope, built
-    from the notes selector so that visibility has one definition."""
+def _sql(queryset: Any) -> tuple[str, tuple[Any, ...]]:
+    sql, params = queryset.query.sql_with_params()
+    return sql, tuple(params)
+
+
+def _scoped_notes(*, user: User, scope: Scope) -> Any:
     notes = visible_notes(user=user).filter(trashed_at__isnull=True)
     if scope.notebook_id is not None:
         notes = notes.filter(notebook_id=scope.notebook_id)
     if scope.note_id is not None:
         notes = notes.filter(pk=scope.note_id)
-    attachments = NoteAttachment.objects.filter(note__in=notes, status=NoteAttachment.Status.READY)
-    if scope.attachment_ids is not None:
-        attachments = attachments.filter(pk__in=scope.attachment_ids)
-    sql, params = attachments.values("id", "search_config").query.sql_with_params()
-    return sql, tuple(params)
+    return notes
+
+
+def scoped_attachments(*, user: User, scope: Scope) -> tuple[str, tuple[Any, ...]]:
+    """SQL (and params) selecting (id, search_config) of the ready attachments in scope, built
+    from the notes selector so that visibility has one definition."""
+    attachments = NoteAttachment.objects.filter(
+        note__in=_scoped_notes(user=user, scope=scope), status=NoteAttachment.Status.READY
+    )
+    wanted = scope.attachment_ids if scope.include_documents else []
+    if wanted is not None:
+        # An empty list means no files (pk__in=[] would make the ORM refuse to compile SQL).
+        attachments = attachments.filter(pk__in=wanted or [-1])
+    return _sql(attachments.values("id", "search_config"))
+
+
+def scoped_notes(*, user: User, scope: Scope) -> tuple[str, tuple[Any, ...]]:
+    """SQL (and params) selecting (id, search_config) of the notes searched as passages."""
+    notes = _scoped_notes(user=user, scope=scope)
+    if not scope.include_notes or scope.attachment_ids is not None:
+        notes = notes.filter(pk__isnull=True)  # none: keeps the SQL valid
+    return _sql(notes.values("id", "search_config"))
 
 
 _LEXICAL_SQL = """
 WITH scope AS MATERIALIZED ({scope}),
-stats AS (
-    SELECT count(*) AS n, coalesce(avg(c.token_len), 0) AS avgdl
-    FROM attachments_documentchunk c WHERE c.attachment_id IN (SELECT id FROM scope)
+note_scope AS MATERIALIZED ({note_scope}),
+stats AS (  -- the collection is every chunk and note in scope
+    SELECT sum(n) AS n, sum(total)::float / greatest(sum(n), 1) AS avgdl FROM (
+        SELECT count(*) AS n, coalesce(sum(c.token_len), 0) AS total
+        FROM attachments_documentchunk c WHERE c.attachment_id IN (SELECT id FROM scope)
+        UNION ALL
+        SELECT count(*), coalesce(sum(n.token_len), 0)
+        FROM notes_note n WHERE n.id IN (SELECT id FROM note_scope) AND n.token_len > 0
+    ) parts
 ),
-configs AS (SELECT DISTINCT search_config AS cfg FROM scope),
+configs AS (SELECT search_config AS cfg FROM scope UNION SELECT search_config FROM note_scope),
 terms AS (  -- the query's lexemes in each text search configuration present in the scope
     SELECT cfg, unnest(tsvector_to_array(to_tsvector(
         cfg::regconfig, CASE WHEN cfg = 'simple' THEN unaccent(%s) ELSE %s END
@@ -86,34 +149,41 @@ queries AS (
            array_to_string(array_agg(quote_literal(lexeme)), ' | ')::tsquery AS tsq
     FROM terms GROUP BY cfg
 ),
-matches AS (  -- candidates come from the GIN index: chunks holding any query lexeme
-    SELECT c.id, c.token_len, q.cfg, c.search_vector, q.lexemes
+matches AS (  -- candidates come from the GIN indexes: passages holding any query lexeme
+    SELECT 'document' AS kind, c.id, c.token_len, q.cfg, c.search_vector, q.lexemes
     FROM queries q
     JOIN scope s ON s.search_config = q.cfg
     JOIN attachments_documentchunk c ON c.attachment_id = s.id AND c.search_vector @@ q.tsq
+    UNION ALL
+    SELECT 'note', n.id, n.token_len, q.cfg, n.search_vector, q.lexemes
+    FROM queries q
+    JOIN note_scope ns ON ns.search_config = q.cfg
+    JOIN notes_note n ON n.id = ns.id AND n.search_vector @@ q.tsq
 ),
 tf AS (
-    SELECT m.id, m.cfg, u.lexeme, coalesce(array_length(u.positions, 1), 1) AS tf, m.token_len
+    SELECT m.kind, m.id, m.cfg, u.lexeme, coalesce(array_length(u.positions, 1), 1) AS tf,
+           m.token_len
     FROM matches m, unnest(m.search_vector) AS u
     WHERE u.lexeme = ANY(m.lexemes)
 ),
 df AS (SELECT cfg, lexeme, count(*) AS df FROM tf GROUP BY cfg, lexeme)
-SELECT tf.id,
+SELECT tf.kind, tf.id,
        sum(
            ln(1 + (st.n - df.df + 0.5) / (df.df + 0.5))
            * tf.tf * ({k1} + 1)
            / (tf.tf + {k1} * (1 - {b} + {b} * tf.token_len / greatest(st.avgdl, 1)))
        ) AS score
 FROM tf JOIN df USING (cfg, lexeme) CROSS JOIN stats st
-GROUP BY tf.id
-ORDER BY score DESC, tf.id
+GROUP BY tf.kind, tf.id
+ORDER BY score DESC, tf.kind, tf.id
 LIMIT %s
 """
 
 
-def lexical(*, user: User, query: str, scope: Scope, limit: int) -> list[tuple[int, float]]:
-    """(chunk id, BM25 score), best first: IDF from document frequencies within the scope,
-    term frequency from the tsvector's positions, length normalisation by token_len.
+def lexical(*, user: User, query: str, scope: Scope, limit: int) -> list[tuple[Key, float]]:
+    """(key, BM25 score), best first, over the chunks and notes in scope: IDF from document
+    frequencies within the scope, term frequency from the tsvector's positions, length
+    normalisation by token_len.
 
     The query's stop words are dropped first: a chunk indexed with `simple` (e.g. the English
     licence inside a Chinese manual) keeps its stop words, and "the" or "how" would otherwise
@@ -128,33 +198,45 @@ def lexical(*, user: User, query: str, scope: Scope, limit: int) -> list[tuple[i
     if not text:
         return []
     scope_sql, scope_params = scoped_attachments(user=user, scope=scope)
-    sql = _LEXICAL_SQL.format(scope=scope_sql, k1=float(K1), b=float(B))
+    note_sql, note_params = scoped_notes(user=user, scope=scope)
+    sql = _LEXICAL_SQL.format(scope=scope_sql, note_scope=note_sql, k1=float(K1), b=float(B))
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*scope_params, text, text, limit])
-        return [(int(pk), float(score)) for pk, score in cursor.fetchall()]
+        cursor.execute(sql, [*scope_params, *note_params, text, text, limit])
+        return [((kind, int(pk)), float(score)) for kind, pk, score in cursor.fetchall()]
 
 
 def vector(
     *, user: User, embedding: list[float], scope: Scope, limit: int
-) -> list[tuple[int, float]]:
-    """(chunk id, cosine similarity), best first, from the HNSW index. Iterative index scans
-    (pgvector 0.8) keep going until `limit` rows survive the scope filter."""
-    scope_sql, scope_params = scoped_attachments(user=user, scope=scope)
-    sql = (
-        f"WITH scope AS MATERIALIZED ({scope_sql}) "  # noqa: S608 - built by the ORM
-        "SELECT c.id, 1 - (c.embedding <=> %s::vector) AS similarity "
-        "FROM attachments_documentchunk c "
-        "WHERE c.attachment_id IN (SELECT id FROM scope) AND c.embedding IS NOT NULL "
-        "ORDER BY c.embedding <=> %s::vector LIMIT %s"
-    )
+) -> list[tuple[Key, float]]:
+    """(key, cosine similarity of the best window), best first, from the HNSW indexes of
+    chunk and note vectors. Iterative index scans (pgvector 0.8) keep going until enough rows
+    survive the scope filter, so a query scoped to one note still fills its limit."""
     literal = "[" + ",".join(f"{v:.7g}" for v in embedding) + "]"
+    scope_sql, scope_params = scoped_attachments(user=user, scope=scope)
+    note_sql, note_params = scoped_notes(user=user, scope=scope)
+    legs = (
+        ("document", ChunkVector._meta.db_table, "chunk_id", "attachment_id", scope_sql,
+         scope_params),
+        ("note", NoteVector._meta.db_table, "note_id", "note_id", note_sql, note_params),
+    )  # fmt: skip
+    rows: list[tuple[Key, float]] = []
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SET LOCAL hnsw.ef_search = 100")
+        cursor.execute(f"SET LOCAL hnsw.ef_search = {EF_SEARCH}")
         cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-        cursor.execute(sql, [*scope_params, literal, literal, limit])
-        rows = [(int(pk), float(sim)) for pk, sim in cursor.fetchall()]
-    # relaxed_order may return near-ties slightly out of order.
-    return sorted(rows, key=lambda row: -row[1])
+        for kind, table, owner, scoped_by, sql, params in legs:
+            if kind == "note" and not (scope.include_notes and scope.attachment_ids is None):
+                continue
+            cursor.execute(
+                f"WITH scope AS MATERIALIZED ({sql}) "  # noqa: S608 - built by the ORM
+                f"SELECT owner, max(similarity) FROM ("
+                f"  SELECT v.{owner} AS owner, 1 - (v.embedding <=> %s::vector) AS similarity"
+                f"  FROM {table} v WHERE v.{scoped_by} IN (SELECT id FROM scope)"
+                f"  ORDER BY v.embedding <=> %s::vector LIMIT %s"
+                ") windows GROUP BY owner ORDER BY 2 DESC LIMIT %s",
+                [*params, literal, literal, limit * WINDOWS_PER_HIT, limit],
+            )
+            rows += [((kind, int(pk)), float(sim)) for pk, sim in cursor.fetchall()]  # type: ignore[misc]
+    return sorted(rows, key=lambda row: -row[1])[:limit]
 
 
 def _without_stop_words(text: str) -> str:
@@ -176,15 +258,60 @@ def _clean(query: str) -> str:
 
 
 def rrf(
-    legs: dict[str, list[tuple[int, float]]], weights: dict[str, float] | None = None
-) -> dict[int, float]:
+    legs: dict[str, list[tuple[T, float]]], weights: dict[str, float] | None = None
+) -> dict[T, float]:
     """Reciprocal rank fusion: each leg adds weight / (RRF_K + rank)."""
-    fused: dict[int, float] = {}
+    fused: dict[T, float] = {}
     for name, ranked in legs.items():
         weight = (weights or {}).get(name, 1.0)
-        for rank, (pk, _) in enumerate(ranked, start=1):
-            fused[pk] = fused.get(pk, 0.0) + weight / (RRF_K + rank)
+        for rank, (key, _) in enumerate(ranked, start=1):
+            fused[key] = fused.get(key, 0.0) + weight / (RRF_K + rank)
     return fused
+
+
+def minmax(
+    legs: dict[str, list[tuple[T, float]]], weights: dict[str, float] | None = None
+) -> dict[T, float]:
+    """Weighted sum of scores min-max normalised per leg (a passage missing from a leg gets 0
+    from it). Unlike RRF it keeps how far ahead the best candidates are."""
+    fused: dict[T, float] = {}
+    for name, ranked in legs.items():
+        weight = (weights or {}).get(name, 1.0)
+        if not ranked or not weight:
+            continue
+        top, bottom = ranked[0][1], ranked[-1][1]
+        spread = (top - bottom) or 1.0
+        for key, score in ranked:
+            fused[key] = fused.get(key, 0.0) + weight * (score - bottom) / spread
+    return fused
+
+
+def vector_weight(query: str) -> tuple[float, str]:
+    """The vector leg's fusion weight for this query, and the query's detected language.
+
+    An embedding model ranks text in languages it was not trained on barely better than
+    chance (all-MiniLM-L6-v2 is English-only), so the vector leg does not vote on queries in
+    other languages. EMBEDDING_LANGUAGES lists the languages the model covers ("*" = all);
+    a query too short to tell keeps the vector leg."""
+    language = detect_language(query)
+    covered = settings.EMBEDDING_LANGUAGES
+    if "*" in covered or not language or language in covered:
+        return settings.SEARCH_VECTOR_WEIGHT, language
+    return 0.0, language
+
+
+def diversify(hits: list[Hit]) -> list[Hit]:
+    """Round-robin across sources (documents and notes) in order of their best hit, so a
+    broad question sees several documents before a third passage of the first one."""
+    by_source: dict[tuple[str, int], list[Hit]] = defaultdict(list)
+    for hit in hits:
+        by_source[hit.source].append(hit)
+    queues = list(by_source.values())
+    out: list[Hit] = []
+    while queues:
+        out += [queue.pop(0) for queue in queues]
+        queues = [queue for queue in queues if queue]
+    return out
 
 
 def search(
@@ -195,36 +322,85 @@ def search(
     limit: int = 10,
     mode: Mode = "hybrid",
     candidates: int = 50,
+    fusion: Fusion | None = None,
     weights: dict[str, float] | None = None,
+    diversity: bool = False,
+    rerank: bool | None = None,
 ) -> SearchResult:
-    """Ranked chunks for `query` among what `user` may see, with every score and timings."""
+    """Ranked passages (document chunks and notes) for `query` among what `user` may see,
+    with every score, the timings of each stage and how the ranking was made.
+
+    `fusion` defaults to SEARCH_FUSION; `weights` ({"lexical": …, "vector": …}) override the
+    per-leg weights; `rerank` defaults to whether a RERANKER is configured."""
+    from notebook import rerank as reranking
+
     scope = scope or Scope()
+    fusion = fusion or cast("Fusion", settings.SEARCH_FUSION)
     timings: dict[str, float] = {}
-    legs: dict[str, list[tuple[int, float]]] = {}
-    depth = max(limit, candidates) if mode == "hybrid" else limit
+    info: dict[str, Any] = {"mode": mode}
+    legs: dict[str, list[tuple[Key, float]]] = {}
+    if rerank is None:
+        rerank = reranking.reranker_enabled()
+    depth = max(limit, candidates) if mode == "hybrid" or rerank else limit
     if mode in ("lexical", "hybrid"):
         started = time.perf_counter()
         legs["lexical"] = lexical(user=user, query=query, scope=scope, limit=depth)
         timings["lexical"] = time.perf_counter() - started
+    leg_weights = {"lexical": settings.SEARCH_LEXICAL_WEIGHT, "vector": 1.0}
     if mode in ("vector", "hybrid") and _clean(query):
         from notebook.embeddings import get_embedder
 
         started = time.perf_counter()
+        leg_weights["vector"], info["query_language"] = vector_weight(_clean(query))
         (embedding,) = get_embedder().embed([_clean(query)])
         timings["embed_query"] = time.perf_counter() - started
         started = time.perf_counter()
         legs["vector"] = vector(user=user, embedding=embedding, scope=scope, limit=depth)
         timings["vector"] = time.perf_counter() - started
+    if mode != "hybrid":
+        leg_weights = {"lexical": 1.0, "vector": 1.0}  # one leg: its own order
+    leg_weights.update(weights or {})
+
     started = time.perf_counter()
-    fused = rrf(legs, weights)
-    order = sorted(fused, key=lambda pk: -fused[pk])[:limit]
-    chunks = DocumentChunk.objects.select_related("attachment__note__notebook").in_bulk(order)
-    hits: dict[int, Hit] = {pk: Hit(chunks[pk], fused=fused[pk]) for pk in order if pk in chunks}
-    for rank, (pk, score) in enumerate(legs.get("lexical", []), start=1):
-        if pk in hits:
-            hits[pk].lexical, hits[pk].lexical_rank = score, rank
-    for rank, (pk, score) in enumerate(legs.get("vector", []), start=1):
-        if pk in hits:
-            hits[pk].vector, hits[pk].vector_rank = score, rank
+    fused = (minmax if fusion == "minmax" else rrf)(legs, leg_weights)
+    info.update(fusion=fusion if mode == "hybrid" else None, weights=leg_weights)
+    rerank_pool = max(limit, settings.RERANKER_TOP_N) if rerank else 0
+    pool = max(limit, rerank_pool, candidates if diversity else 0)
+    order = sorted(fused, key=lambda key: (-fused[key], key))[:pool]
+    hits = _load(order, fused)
+    for leg in ("lexical", "vector"):
+        for rank, (key, score) in enumerate(legs.get(leg, []), start=1):
+            if key in hits:
+                setattr(hits[key], leg, score)
+                setattr(hits[key], f"{leg}_rank", rank)
+    ranked = [hits[key] for key in order if key in hits]
     timings["fuse"] = time.perf_counter() - started
-    return SearchResult([hits[pk] for pk in order if pk in hits], timings)
+
+    if rerank and ranked:
+        outcome = reranking.rerank(_clean(query), [hit.text for hit in ranked[:rerank_pool]])
+        timings["rerank"] = outcome.seconds
+        info["rerank"] = {"backend": outcome.backend, "fallback": outcome.fallback}
+        if outcome.scores is not None:
+            for hit, score in zip(ranked, outcome.scores, strict=False):
+                hit.rerank = score
+            head = sorted(ranked[:rerank_pool], key=lambda hit: -(hit.rerank or 0.0))
+            ranked = head + ranked[rerank_pool:]
+    if diversity:
+        ranked = diversify(ranked)
+    return SearchResult(ranked[:limit], timings, info)
+
+
+def _load(order: list[Key], fused: dict[Key, float]) -> dict[Key, Hit]:
+    chunk_ids = [pk for kind, pk in order if kind == "document"]
+    note_ids = [pk for kind, pk in order if kind == "note"]
+    chunks = DocumentChunk.objects.select_related("attachment__note__notebook").in_bulk(chunk_ids)
+    notes = Note.objects.select_related("notebook").in_bulk(note_ids)
+    hits: dict[Key, Hit] = {}
+    for key in order:
+        kind, pk = key
+        if kind == "document" and pk in chunks:
+            chunk = chunks[pk]
+            hits[key] = Hit("document", chunk.attachment.note, chunk, fused=fused[key])
+        elif kind == "note" and pk in notes:
+            hits[key] = Hit("note", notes[pk], fused=fused[key])
+    return hits

@@ -10,7 +10,15 @@ from django.core.management.utils import get_random_secret_key
 from dotenv import load_dotenv
 
 from notebook.database import database_from_url, embedded_database
-from notebook.env import env_bool, env_choice, env_int, env_list, env_path, env_str
+from notebook.env import (
+    env_bool,
+    env_choice,
+    env_float,
+    env_int,
+    env_list,
+    env_path,
+    env_str,
+)
 from notebook.rerank import validate_config as validate_reranker_config
 
 # Lets runtime code write the generic types the type checker wants (ModelForm[Note], …).
@@ -229,6 +237,16 @@ OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")
 EMBEDDING_BASE_URL = env_str("EMBEDDING_BASE_URL", OPENAI_BASE_URL)
 EMBEDDING_API_KEY = env_str("EMBEDDING_API_KEY", OPENAI_API_KEY)
+
+# Languages the embedding model ranks well (ISO 639-1, "*" = all). The vector leg does not
+# vote on queries in other languages. Default: English for the bundled all-MiniLM-L6-v2.
+EMBEDDING_LANGUAGES = env_list(
+    "EMBEDDING_LANGUAGES", ["en"] if EMBEDDING_BACKEND == "local" and not EMBEDDING_MODEL else ["*"]
+)
+# --- Search: how the lexical (BM25) and vector legs are fused (see docs/retrieval.md).
+SEARCH_FUSION = env_choice("SEARCH_FUSION", ("rrf", "minmax"), "rrf")
+SEARCH_LEXICAL_WEIGHT = env_float("SEARCH_LEXICAL_WEIGHT", 1.0, minimum=0)
+SEARCH_VECTOR_WEIGHT = env_float("SEARCH_VECTOR_WEIGHT", 1.0, minimum=0)
 
 # --- Reranker (optional): re-scores the best fused search candidates; see notebook/rerank.py.
 CHAT_MODEL = env_str("CHAT_MODEL")  # the chat model on OPENAI_BASE_URL

@@ -1,7 +1,10 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVectorField
 from django.db import models
+from pgvector.django import HnswIndex, VectorField
 
 
 class Notebook(models.Model):
@@ -35,10 +38,19 @@ class Note(models.Model):
     trashed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # Search (notes.indexing): the tsvector is rebuilt on every save, the vectors (NoteVector)
+    # in the background; `embedding_model` names the model they came from ("" = not yet).
+    search_config = models.CharField(max_length=32, default="simple")
+    search_vector = SearchVectorField(null=True)
+    token_len = models.PositiveIntegerField(default=0)
+    embedding_model = models.CharField(max_length=200, blank=True)
 
     class Meta:
         ordering = ["-updated_at"]
-        indexes = [models.Index(fields=["notebook", "trashed_at", "-updated_at"])]
+        indexes = [
+            models.Index(fields=["notebook", "trashed_at", "-updated_at"]),
+            GinIndex(fields=["search_vector"], name="note_search_vector_gin"),
+        ]
 
     def __str__(self) -> str:
         return self.title
@@ -46,3 +58,29 @@ class Note(models.Model):
     @property
     def is_trashed(self) -> bool:
         return self.trashed_at is not None
+
+
+class NoteVector(models.Model):
+    """One embedding of a note's title and body (several overlapping windows when the note is
+    longer than the embedding model's input; search keeps the best)."""
+
+    note = models.ForeignKey(Note, on_delete=models.CASCADE, related_name="vectors")
+    window = models.PositiveSmallIntegerField(default=0)
+    embedding = VectorField(dimensions=settings.EMBEDDING_DIMENSIONS)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["note", "window"], name="notevector_unique_window")
+        ]
+        indexes = [
+            HnswIndex(
+                name="notevector_embedding_hnsw",
+                fields=["embedding"],
+                m=16,
+                ef_construction=64,
+                opclasses=["vector_cosine_ops"],
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.note} window {self.window}"

@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from notes.indexing import note_enqueue_embedding, note_index_text
 from notes.models import Note, Notebook
 
 if TYPE_CHECKING:
@@ -90,6 +91,7 @@ def note_create(*, notebook: Notebook, author: User, title: str = "", body: str 
             body=_clean_body(body),
         )
         _touch(notebook)
+        _reindex(note)
     return note
 
 
@@ -104,7 +106,14 @@ def note_update(*, note: Note, title: str | None = None, body: str | None = None
     with transaction.atomic():
         note.save(update_fields=["title", "body", "updated_at"])
         _touch(note.notebook)
+        _reindex(note)
     return note
+
+
+def _reindex(note: Note) -> None:
+    """Keyword-searchable at once, semantically searchable once the worker embedded it."""
+    note_index_text(note_id=note.pk)
+    note_enqueue_embedding(note_id=note.pk)
 
 
 def note_trash(*, note: Note) -> Note:

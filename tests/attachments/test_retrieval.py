@@ -7,7 +7,7 @@ import math
 import pytest
 
 from attachments import retrieval
-from attachments.models import DocumentChunk, NoteAttachment
+from attachments.models import ChunkVector, DocumentChunk, NoteAttachment
 from attachments.retrieval import Scope
 from notes.services import note_trash
 from tests.factories import NotebookFactory, NoteFactory
@@ -47,6 +47,23 @@ def make_attachment(note, texts: list[str], *, config: str = "simple", status: s
     return attachment
 
 
+def unit(i: int, j: int | None = None) -> list[float]:
+    """A unit vector along axis i (or halfway between axes i and j)."""
+    dims = int(ChunkVector._meta.get_field("embedding").dimensions or 0)
+    v = [0.0] * dims
+    v[i] = 1.0
+    if j is not None:
+        v[i] = v[j] = math.sqrt(0.5)
+    return v
+
+
+def add_vectors(chunk: DocumentChunk, *windows: list[float]) -> None:
+    ChunkVector.objects.bulk_create(
+        ChunkVector(chunk=chunk, attachment_id=chunk.attachment_id, window=n, embedding=v)
+        for n, v in enumerate(windows)
+    )
+
+
 def bm25(query: list[str], doc: list[str], docs: list[list[str]], k1=1.2, b=0.75) -> float:
     n = len(docs)
     avgdl = sum(len(d) for d in docs) / n
@@ -74,13 +91,14 @@ def test_bm25_matches_hand_computed_scores(alice):
     note = NoteFactory.create(notebook=NotebookFactory.create(owner=alice))
     attachment = make_attachment(note, CORPUS)
     docs = [text.split() for text in CORPUS]
-    got = dict(retrieval.lexical(user=alice, query="apple cherry", scope=Scope(), limit=10))
+    got = {pk: score for (_, pk), score in retrieval.lexical(
+        user=alice, query="apple cherry", scope=Scope(), limit=10)}  # fmt: skip
     by_index = {c.pk: c.index for c in attachment.chunks.all()}
     expected = {i: bm25(["apple", "cherry"], d, docs) for i, d in enumerate(docs)}
     assert {by_index[pk] for pk in got} == {i for i, s in expected.items() if s > 0}
     for pk, score in got.items():
         assert score == pytest.approx(expected[by_index[pk]], rel=1e-9)
-    ranked = [by_index[pk] for pk, _ in retrieval.lexical(
+    ranked = [by_index[pk] for (_, pk), _ in retrieval.lexical(
         user=alice, query="apple cherry", scope=Scope(), limit=10)]  # fmt: skip
     assert ranked == sorted(expected, key=lambda i: -expected[i])[: len(ranked)]
 
@@ -130,7 +148,7 @@ def test_scope_excludes_other_users_trashed_notes_and_unready_files(alice, bob):
     make_attachment(bobs, ["canary zqxj bob only"])
     note_trash(note=trashed)
     hits = retrieval.lexical(user=alice, query="canary zqxj", scope=Scope(), limit=50)
-    contents = {DocumentChunk.objects.get(pk=pk).content for pk, _ in hits}
+    contents = {DocumentChunk.objects.get(pk=pk).content for (_, pk), _ in hits}
     assert contents == {"canary visible to alice"}
     assert (
         retrieval.lexical(user=alice, query="canary", scope=Scope(note_id=bobs.pk), limit=50) == []
@@ -142,19 +160,11 @@ def test_vector_search_is_scoped_and_ordered(alice, bob):
     bobs = NoteFactory.create(notebook=NotebookFactory.create(owner=bob))
     a = make_attachment(mine, ["one", "two", "three"])
     b = make_attachment(bobs, ["bob"])
-    dims = int(DocumentChunk._meta.get_field("embedding").dimensions or 0)
-
-    def unit(i: int) -> list[float]:
-        v = [0.0] * dims
-        v[i] = 1.0
-        return v
-
     for i, chunk in enumerate(a.chunks.order_by("index")):
-        chunk.embedding = unit(i)
-        chunk.save()
-    b.chunks.update(embedding=unit(0))  # identical to the query: must still not show up
+        add_vectors(chunk, unit(i))
+    add_vectors(b.chunks.get(), unit(1))  # identical to the query: must still not show up
     hits = retrieval.vector(user=alice, embedding=unit(1), scope=Scope(), limit=10)
-    assert next(DocumentChunk.objects.get(pk=pk).content for pk, _ in hits) == "two"
+    assert next(DocumentChunk.objects.get(pk=pk).content for (_, pk), _ in hits) == "two"
     assert len(hits) == 3
     assert hits[0][1] == pytest.approx(1.0)
 
@@ -182,4 +192,4 @@ def test_stop_words_in_simple_indexed_text_do_not_outrank_real_terms(alice):
     hits = retrieval.lexical(
         user=alice, query="How do I send all of the output to a log file?", scope=Scope(), limit=5
     )
-    assert DocumentChunk.objects.get(pk=hits[0][0]).attachment_id == english.pk
+    assert DocumentChunk.objects.get(pk=hits[0][0][1]).attachment_id == english.pk

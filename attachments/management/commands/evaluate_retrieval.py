@@ -22,14 +22,24 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from attachments import services
 from attachments.evaluation import Question, aggregate, load_questions, score_ranking
-from attachments.language import segment_for_search
 from attachments.models import DocumentChunk, NoteAttachment
 from attachments.retrieval import Scope, search
+from notebook.language import segment_for_search
+from notebook.rerank import reranker_enabled
 from notebook.textutil import cjk_ratio
 from notes.models import Note, Notebook
 
 EVAL_USER = "retrieval-eval"
-MODES = ("lexical", "vector", "hybrid")
+MODES = ("lexical", "vector", "hybrid-rrf", "hybrid-minmax")
+# mode name → search() arguments; "+rerank" runs when a RERANKER is configured.
+MODE_ARGS: dict[str, dict[str, Any]] = {
+    "lexical": {"mode": "lexical", "rerank": False},
+    "vector": {"mode": "vector", "rerank": False},
+    "hybrid": {"mode": "hybrid", "rerank": False},
+    "hybrid-rrf": {"mode": "hybrid", "fusion": "rrf", "rerank": False},
+    "hybrid-minmax": {"mode": "hybrid", "fusion": "minmax", "rerank": False},
+    "hybrid+rerank": {"mode": "hybrid", "rerank": True},
+}
 
 
 def passwords_from_readme(readme: Path) -> dict[str, str]:
@@ -61,13 +71,17 @@ class Command(BaseCommand):
         passwords = passwords_from_readme(pdf_dir.parent / "README.md")
         passwords.update(dict(p.split("=", 1) for p in options["password"]))
         modes = [m for m in options["modes"].split(",") if m]
+        if unknown := [m for m in modes if m not in MODE_ARGS]:
+            raise CommandError(f"Unknown mode(s) {unknown}; choose from {', '.join(MODE_ARGS)}")
+        if reranker_enabled() and "hybrid+rerank" not in modes:
+            modes.append("hybrid+rerank")
 
         user, note = self._workspace()
         attachments = self._ingest(user, note, sorted(pdf_dir.glob("*.pdf")), passwords)
         ready = {name: a for name, a in attachments.items() if a.status == "ready"}
         answerable = [q for q in questions if q.answerable]
         unanswerable = [q for q in questions if not q.answerable]
-        scope = Scope(note_id=note.pk)
+        scope = Scope(note_id=note.pk, include_notes=False)  # the gold set is about the PDFs
 
         results: dict[str, Any] = {"modes": {}, "unanswerable": {}, "files": {}}
         for name, att in attachments.items():
@@ -76,9 +90,13 @@ class Command(BaseCommand):
             rows, tops = [], []
             started = time.perf_counter()
             for q in answerable + unanswerable:
-                found = search(user=user, query=q.question, scope=scope, limit=10, mode=mode)
+                found = search(
+                    user=user, query=q.question, scope=scope, limit=10, **MODE_ARGS[mode]
+                )
                 ranking = [
-                    (h.chunk.attachment.original_name, h.chunk.page_number) for h in found.hits
+                    (h.chunk.attachment.original_name, h.chunk.page_number)
+                    for h in found.hits
+                    if h.chunk
                 ]
                 top = found.hits[0] if found.hits else None
                 top_score = (
@@ -97,11 +115,17 @@ class Command(BaseCommand):
                 else:
                     tops.append(top_score or 0.0)
             results["modes"][mode] = aggregate(rows)
+            others = [(q, r) for q, r in rows if q.kind != "crosslingual"]
+            results["modes"][mode]["non_crosslingual"] = aggregate(others)["overall"]
             results["modes"][mode]["seconds_per_query"] = round(
                 (time.perf_counter() - started) / max(1, len(questions)), 4
             )
             results["unanswerable"][mode] = _distribution(tops)
-        results["modes"]["bm25s"] = aggregate(self._reference(ready, answerable))
+        reference = self._reference(ready, answerable)
+        results["modes"]["bm25s"] = aggregate(reference)
+        results["modes"]["bm25s"]["non_crosslingual"] = aggregate(
+            [(q, r) for q, r in reference if q.kind != "crosslingual"]
+        )["overall"]
         self._print(results, answerable)
         if options["json"]:
             options["json"].write_text(json.dumps(results, indent=2, ensure_ascii=False))
@@ -199,26 +223,35 @@ class Command(BaseCommand):
     def _print(self, results: dict[str, Any], answerable: list[Question]) -> None:
         w = self.stdout.write
         w(f"\n{len(answerable)} answerable questions; relevant = same file and a gold page\n")
-        w(f"{'mode':<10}{'n':>4}{'hit@1':>8}{'hit@5':>8}{'MRR@10':>8}{'nDCG@10':>9}")
-        for mode, figures in results["modes"].items():
-            o = figures["overall"]
-            w(
-                f"{mode:<10}{o['n']:>4}{o['hit@1']:>8.3f}{o['hit@5']:>8.3f}{o['mrr@10']:>8.3f}{o['ndcg@10']:>9.3f}"
-            )
+        w(f"{'mode':<15}{'n':>4}{'hit@1':>8}{'hit@5':>8}{'MRR@10':>8}{'nDCG@10':>9}")
+        for label, part in (
+            ("", "overall"),
+            ("\nWithout crosslingual questions:", "non_crosslingual"),
+        ):
+            if label:
+                w(label)
+            for mode, figures in results["modes"].items():
+                o = figures[part]
+                if not o.get("n"):
+                    continue
+                w(
+                    f"{mode:<15}{o['n']:>4}{o['hit@1']:>8.3f}{o['hit@5']:>8.3f}"
+                    f"{o['mrr@10']:>8.3f}{o['ndcg@10']:>9.3f}"
+                )
         for group in ("by_kind", "by_lang"):
             w(f"\nnDCG@10 {group.replace('_', ' ')}:")
             keys = sorted({k for f in results["modes"].values() for k in f[group]})
-            w(f"{'':<14}" + "".join(f"{m:>10}" for m in results["modes"]))
+            w(f"{'':<17}" + "".join(f"{m[:14]:>15}" for m in results["modes"]))
             for key in keys:
                 cells = "".join(
-                    f"{results['modes'][m][group].get(key, {}).get('ndcg@10', float('nan')):>10.3f}"
+                    f"{results['modes'][m][group].get(key, {}).get('ndcg@10', float('nan')):>15.3f}"
                     for m in results["modes"]
                 )
                 n = next(f[group][key]["n"] for f in results["modes"].values() if key in f[group])
-                w(f"{key + f' ({n})':<14}{cells}")
+                w(f"{key + f' ({n})':<17}{cells}")
         w("\nTop score on unanswerable questions (for abstention later):")
         for mode, dist in results["unanswerable"].items():
-            w(f"  {mode:<8} {dist}")
+            w(f"  {mode:<15} {dist}")
 
 
 def _distribution(values: list[float]) -> dict[str, float]:

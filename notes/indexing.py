@@ -1,0 +1,90 @@
+"""Making notes searchable beside document chunks: a tsvector (BM25) rebuilt with every save,
+and vectors computed in the background (django-q2), one per window of title + body."""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import connection, transaction
+
+from notebook.embeddings import embedding_model_name, get_embedder
+from notebook.language import (
+    WORD_COUNT_SQL,
+    detect_language,
+    search_config_for,
+    segment_for_search,
+    tsvector_sql,
+)
+from notes.models import Note, NoteVector
+
+logger = logging.getLogger(__name__)
+
+
+def note_search_text(title: str, body: str) -> str:
+    return f"{title}\n{body}".strip()
+
+
+def note_index_text(*, note_id: int) -> None:
+    """Rebuild the note's tsvector and BM25 length from its current title and body, in the
+    text search configuration of its language (Chinese cut into words first)."""
+    row = Note.objects.filter(pk=note_id).values_list("title", "body").first()
+    if row is None:
+        return
+    text = note_search_text(*row)
+    language = detect_language(text)
+    config = search_config_for(language)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {Note._meta.db_table} "  # noqa: S608 - table and SQL are ours
+            f"SET search_config = %s, search_vector = {tsvector_sql(config, '%s')} "
+            "WHERE id = %s",
+            [config, config, segment_for_search(text, language), note_id],
+        )
+        cursor.execute(
+            f"UPDATE {Note._meta.db_table} SET token_len = {WORD_COUNT_SQL} WHERE id = %s",  # noqa: S608
+            [note_id],
+        )
+
+
+def note_enqueue_embedding(*, note_id: int) -> None:
+    """Embed the note once the surrounding transaction commits."""
+
+    def enqueue() -> None:
+        from django_q.tasks import async_task
+
+        async_task("notes.tasks.embed_note", note_id, group="embed-note")
+
+    transaction.on_commit(enqueue)
+
+
+def note_embed(*, note_id: int) -> bool:
+    """Embed the note's title + body as it is now; returns whether vectors were written.
+
+    The text is read, embedded outside any transaction, and written only if the note did not
+    change meanwhile (a later edit queued its own run, which will write the newer text)."""
+    row = Note.objects.filter(pk=note_id).values_list("title", "body", "updated_at").first()
+    if row is None:
+        return False
+    title, body, updated_at = row
+    text = note_search_text(title, body)
+    embedder = get_embedder()
+    windows = embedder.windows(text) if text else []
+    vectors = embedder.embed(windows) if windows else []
+    with transaction.atomic():
+        current = Note.objects.select_for_update().filter(pk=note_id).first()
+        if current is None or current.updated_at != updated_at:
+            logger.info("note %s changed while it was embedded; its newer run will write", note_id)
+            return False
+        NoteVector.objects.filter(note_id=note_id).delete()
+        NoteVector.objects.bulk_create(
+            NoteVector(note_id=note_id, window=n, embedding=v) for n, v in enumerate(vectors)
+        )
+        Note.objects.filter(pk=note_id).update(embedding_model=embedder.model_name)
+    return True
+
+
+def notes_needing_embedding() -> list[int]:
+    """Notes without vectors from the configured model (after a model change, or a lost task)."""
+    return list(
+        Note.objects.exclude(embedding_model=embedding_model_name()).values_list("pk", flat=True)
+    )

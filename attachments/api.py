@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import FileResponse
@@ -10,7 +12,7 @@ from ninja.files import UploadedFile
 
 from attachments import selectors, services
 from attachments.models import DocumentPage, NoteAttachment
-from attachments.retrieval import MAX_QUERY_CHARS, Scope, search
+from attachments.retrieval import MAX_QUERY_CHARS, Hit, Scope, search
 from attachments.schemas import (
     AttachmentOut,
     PageOut,
@@ -141,36 +143,50 @@ def _search(request: AuthenticatedHttpRequest, params: SearchIn) -> SearchOut:
     result = search(
         user=request.user,
         query=query,
-        scope=Scope(params.notebook_id, params.note_id, params.attachment_ids),
+        scope=Scope(
+            params.notebook_id, params.note_id, params.attachment_ids, params.include_notes
+        ),
         limit=params.limit,
         mode=params.mode,
+        fusion=params.fusion,
+        diversity=params.diversity,
+        rerank=params.rerank,
     )
-    hits = []
-    for hit in result.hits:
-        chunk = hit.chunk
-        note = chunk.attachment.note
-        hits.append(
-            SearchHitOut(
-                chunk_id=chunk.pk,
-                attachment_id=chunk.attachment_id,
-                file=chunk.attachment.original_name,
-                note_id=note.pk,
-                note_title=note.title,
-                notebook_id=note.notebook_id,
-                page=chunk.page_number,
-                heading_path=chunk.heading_path,
-                content=chunk.content,
-                start_char=chunk.start_char,
-                end_char=chunk.end_char,
-                fused=hit.fused,
-                lexical=hit.lexical,
-                lexical_rank=hit.lexical_rank,
-                vector=hit.vector,
-                vector_rank=hit.vector_rank,
-            )
-        )
+    hits = [_hit_out(hit) for hit in result.hits]
     timings = {stage: round(seconds * 1000, 2) for stage, seconds in result.timings.items()}
-    return SearchOut(query=query, mode=params.mode, hits=hits, timings_ms=timings)
+    return SearchOut(query=query, mode=params.mode, hits=hits, timings_ms=timings, info=result.info)
+
+
+def _hit_out(hit: Hit) -> SearchHitOut:
+    note, chunk = hit.note, hit.chunk
+    scores: dict[str, Any] = {
+        "fused": hit.fused,
+        "lexical": hit.lexical,
+        "lexical_rank": hit.lexical_rank,
+        "vector": hit.vector,
+        "vector_rank": hit.vector_rank,
+        "rerank": hit.rerank,
+    }
+    where: dict[str, Any] = {
+        "note_id": note.pk,
+        "note_title": note.title,
+        "notebook_id": note.notebook_id,
+    }
+    if chunk is None:
+        return SearchHitOut(kind="note", content=hit.text, **where, **scores)
+    return SearchHitOut(
+        kind="pdf",
+        chunk_id=chunk.pk,
+        attachment_id=chunk.attachment_id,
+        file=chunk.attachment.original_name,
+        page=chunk.page_number,
+        heading_path=chunk.heading_path,
+        start_char=chunk.start_char,
+        end_char=chunk.end_char,
+        content=chunk.content,
+        **where,
+        **scores,
+    )
 
 
 @search_router.get("/search", response=SearchOut)

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from ninja import Field, Schema
 
@@ -56,26 +56,32 @@ class SearchIn(Schema):
     notebook_id: int | None = None
     note_id: int | None = None
     attachment_ids: list[int] | None = None
+    include_notes: bool = Field(True, description="Search notes beside PDF passages.")
+    fusion: Literal["rrf", "minmax"] | None = Field(None, description="Default: SEARCH_FUSION.")
+    diversity: bool = Field(False, description="Round-robin across documents.")
+    rerank: bool | None = Field(None, description="Default: on when a RERANKER is configured.")
 
 
 class SearchHitOut(Schema):
-    chunk_id: int
-    attachment_id: int
-    file: str
+    kind: Literal["pdf", "note"]
     note_id: int
     note_title: str
     notebook_id: int
-    page: int
-    heading_path: list[str]
+    # PDF passages only (null for notes):
+    chunk_id: int | None = None
+    attachment_id: int | None = None
+    file: str | None = None
+    page: int | None = None
+    heading_path: list[str] = []
+    start_char: int | None = None
+    end_char: int | None = None
     content: str
-    start_char: int
-    end_char: int
-    kind: Literal["pdf"] = "pdf"
     fused: float
     lexical: float | None
     lexical_rank: int | None
     vector: float | None
     vector_rank: int | None
+    rerank: float | None
 
 
 class SearchOut(Schema):
@@ -83,3 +89,7 @@ class SearchOut(Schema):
     mode: str
     hits: list[SearchHitOut]
     timings_ms: dict[str, float]
+    info: dict[str, Any] = Field(
+        description="How the ranking was made: query language, fusion and weights, reranker "
+        "backend and whether it fell back to the fused order."
+    )

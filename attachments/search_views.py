@@ -1,4 +1,4 @@
-"""The search page (global or per notebook) over the user's PDFs."""
+"""The search page (global or per notebook) over the user's PDFs and notes."""
 
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_http_methods
 
+from attachments import selectors
 from attachments.models import NoteAttachment
 from attachments.retrieval import MAX_QUERY_CHARS, Scope, search
 from notebook.textutil import cjk_ratio
 from notebook.types import AuthenticatedHttpRequest
-from notes.selectors import notebook_get, notebook_list
+from notes.selectors import note_get, notebook_get, notebook_list, visible_notes
 
 MODES = ("hybrid", "lexical", "vector")
 SNIPPET_CHARS = 320
@@ -59,46 +60,66 @@ def highlight(text: str, query: str, *, width: int = SNIPPET_CHARS) -> SafeStrin
     return mark_safe(prefix + "".join(parts) + suffix)  # noqa: S308 - every piece is escaped
 
 
+def _int(value: str | None) -> int | None:
+    return int(value) if value and value.isdigit() else None
+
+
 @login_required
 @require_http_methods(["GET"])
 def search_page(request: AuthenticatedHttpRequest, notebook_id: int | None = None) -> HttpResponse:
-    notebook = notebook_get(user=request.user, notebook_id=notebook_id) if notebook_id else None
-    query = " ".join(request.GET.get("q", "").split())
-    mode = request.GET.get("mode", "hybrid")
+    """Search PDFs and notes, globally or in one notebook, with filters for notebook, note and
+    file. A filter naming something the user may not see answers 404, as everywhere."""
+    user = request.user
+    notebook = notebook_get(user=user, notebook_id=notebook_id) if notebook_id else None
+    params = request.GET
+    if notebook is None and (chosen := _int(params.get("notebook"))):
+        notebook = notebook_get(user=user, notebook_id=chosen)
+    note_id = _int(params.get("note"))
+    note = note_get(user=user, note_id=note_id, include_trashed=False) if note_id else None
+    if note and notebook and note.notebook_id != notebook.pk:
+        note = None  # a note of another notebook: the notebook filter wins
+    file_id = _int(params.get("file"))
+    attachment = selectors.attachment_get(user=user, attachment_id=file_id) if file_id else None
+    query = " ".join(params.get("q", "").split())
+    mode = params.get("mode", "hybrid")
     mode = mode if mode in MODES else "hybrid"
+    include_notes = "q" not in params or params.get("notes") == "on"  # checked by default
+    diversity = params.get("diverse") == "on"
     error = ""
     result = None
     if len(query) > MAX_QUERY_CHARS:
         error = f"Keep the question under {MAX_QUERY_CHARS:,} characters."
     elif query:
         result = search(
-            user=request.user,
+            user=user,
             query=query,
-            scope=Scope(notebook_id=notebook.pk if notebook else None),
+            scope=Scope(
+                notebook_id=notebook.pk if notebook else None,
+                note_id=note.pk if note else None,
+                attachment_ids=[attachment.pk] if attachment else None,
+                include_notes=include_notes,
+            ),
             limit=20,
             mode=mode,  # type: ignore[arg-type]
+            diversity=diversity,
         )
-    processing = NoteAttachment.objects.filter(
-        note__notebook__in=notebook_list(user=request.user),
-        status__in=("pending", "processing"),
-    )
+    live_notes = visible_notes(user=user).filter(trashed_at__isnull=True)
     if notebook:
-        processing = processing.filter(note__notebook=notebook)
-    hits = []
-    if result:
-        for hit in result.hits:
-            chunk = hit.chunk
-            hits.append(
-                {
-                    "hit": hit,
-                    "chunk": chunk,
-                    "attachment": chunk.attachment,
-                    "note": chunk.attachment.note,
-                    "snippet": highlight(chunk.content, query),
-                }
-            )
+        live_notes = live_notes.filter(notebook=notebook)
+    processing = NoteAttachment.objects.filter(
+        note__in=live_notes, status__in=("pending", "processing")
+    )
+    hits = [
+        {
+            "hit": hit,
+            "snippet": highlight(hit.text, query),
+            "page_anchor": hit.chunk.page_number if hit.chunk else None,
+        }
+        for hit in (result.hits if result else [])
+    ]
     context = {
         "notebook": notebook,
+        "fixed_notebook": notebook_id is not None,
         "query": query,
         "mode": mode,
         "modes": MODES,
@@ -106,9 +127,19 @@ def search_page(request: AuthenticatedHttpRequest, notebook_id: int | None = Non
         "result": result,
         "latency_ms": round(sum(result.timings.values()) * 1000) if result else None,
         "processing_count": processing.count(),
-        "has_documents": NoteAttachment.objects.filter(
-            note__notebook__in=notebook_list(user=request.user), status="ready"
-        ).exists(),
+        "has_sources": live_notes.exists(),
         "error": error,
+        "filters": {
+            "notebooks": notebook_list(user=user) if notebook_id is None else [],
+            "notes": live_notes.order_by("title")[:500],
+            "files": selectors.searchable_attachments(
+                user=user, notebook_id=notebook.pk if notebook else None
+            )[:500],
+            "notebook": notebook,
+            "note": note,
+            "file": attachment,
+            "include_notes": include_notes,
+            "diversity": diversity,
+        },
     }
     return render(request, "attachments/search.html", context)

@@ -31,6 +31,21 @@ def attachment_get(*, user: User, attachment_id: int) -> NoteAttachment:
     )
 
 
+def searchable_attachments(
+    *, user: User, notebook_id: int | None = None
+) -> QuerySet[NoteAttachment]:
+    """Ready attachments on live notes the user may see (optionally of one notebook): what
+    search can find, for its file filter."""
+    notes = visible_notes(user=user).filter(trashed_at__isnull=True)
+    if notebook_id is not None:
+        notes = notes.filter(notebook_id=notebook_id)
+    return (
+        NoteAttachment.objects.filter(note__in=notes, status=NoteAttachment.Status.READY)
+        .select_related("note")
+        .order_by("original_name", "pk")
+    )
+
+
 def attachment_pages(*, user: User, attachment_id: int) -> QuerySet[DocumentPage]:
     """The extracted pages of one visible attachment, in order."""
     attachment = attachment_get(user=user, attachment_id=attachment_id)

@@ -33,7 +33,7 @@ def test_search_page_shows_hits_with_file_page_snippet_and_scores(alice_client, 
 
 
 def test_search_page_states(alice_client, alice):
-    assert "No PDFs to search yet." in alice_client.get("/search/").content.decode()
+    assert "Nothing to search yet." in alice_client.get("/search/").content.decode()
 
 
 def test_search_page_no_results(alice_client, library):
@@ -110,3 +110,61 @@ def test_highlight_marks_whole_words_not_stop_words_or_fragments():
     assert "Execut<mark>" not in html
     assert "<mark>in</mark>" not in html
     assert "人工<mark>智能</mark>" in str(highlight("人工智能", "智能"))
+
+
+def test_notes_appear_beside_pdfs_with_a_badge(alice_client, alice_api, alice, library):
+    from notes.services import note_create
+
+    note = note_create(
+        notebook=library["mine"].notebook, author=alice, title="Sink notes", body="my sink log"
+    )
+    page = alice_client.get("/search/", {"q": "sink log", "mode": "lexical", "notes": "on"})
+    html = page.content.decode()
+    assert 'class="badge note-badge">note</span>' in html
+    assert f'href="/notes/{note.pk}/"' in html
+    assert '<span class="badge">PDF</span>' in html
+    without = alice_client.get("/search/", {"q": "sink log", "mode": "lexical"}).content.decode()
+    assert "note-badge" not in without  # the form sent without the box ticked
+    hits = alice_api.get("/api/search", {"q": "sink log", "mode": "lexical"}).json()["hits"]
+    kinds = {hit["kind"] for hit in hits}
+    assert kinds == {"note", "pdf"}
+    note_hit = next(hit for hit in hits if hit["kind"] == "note")
+    assert note_hit["note_id"] == note.pk
+    assert note_hit["page"] is None
+    files_only = alice_api.get(
+        "/api/search", {"q": "sink log", "mode": "lexical", "include_notes": False}
+    ).json()["hits"]
+    assert {hit["kind"] for hit in files_only} == {"pdf"}
+
+
+def test_search_page_filters_by_file_and_note(alice_client, alice, library):
+    other_note = NoteFactory.create(notebook=library["mine"].notebook, title="Other")
+    other = make_attachment(other_note, ["sink in another file"], config="english")
+    page = alice_client.get(
+        "/search/", {"q": "sink", "mode": "lexical", "file": other.pk}
+    ).content.decode()
+    assert "another file" in page
+    assert "divert output" not in page
+    assert f'<option value="{other.pk}" selected>' in page
+    page = alice_client.get(
+        "/search/", {"q": "sink", "mode": "lexical", "note": library["mine"].pk}
+    ).content.decode()
+    assert "divert output" in page
+    assert "another file" not in page
+
+
+@pytest.mark.parametrize("field", ["notebook", "note", "file"])
+def test_search_page_filters_naming_another_users_objects_are_404(alice_client, library, field):
+    ids = {
+        "notebook": library["bobs"].notebook_id,
+        "note": library["bobs"].pk,
+        "file": library["bob_attachment"].pk,
+    }
+    assert alice_client.get("/search/", {"q": "sink", field: ids[field]}).status_code == 404
+
+
+def test_api_search_reports_how_it_ranked(alice_api, library):
+    body = alice_api.get("/api/search", {"q": "sink log file", "mode": "hybrid"}).json()
+    assert body["info"]["fusion"] == "rrf"
+    assert body["info"]["query_language"] == ""  # too short to tell
+    assert body["info"]["weights"] == {"lexical": 1.0, "vector": 1.0}

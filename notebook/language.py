@@ -16,6 +16,20 @@ POSTGRES_CONFIGS = {
     "sv": "swedish", "ta": "tamil", "tr": "turkish", "yi": "yiddish",
 }  # fmt: skip
 SEGMENTED = {"zh"}  # languages written without spaces that we segment with jieba
+# Words indexed in a row's `search_vector` (the sum of its positions): BM25's document length.
+WORD_COUNT_SQL = (
+    "(SELECT coalesce(sum(coalesce(array_length(u.positions, 1), 1)), 0) "
+    "FROM unnest(search_vector) AS u)"
+)
+
+
+def tsvector_sql(config: str, text_sql: str) -> str:
+    """SQL building a tsvector of `text_sql` with the configuration given as the first
+    parameter. `simple` keeps accents as typed, so unaccent makes "café" match "cafe";
+    stemming configurations (english, german, …) know their accents and are left alone."""
+    if config == "simple":
+        return f"to_tsvector(%s::regconfig, unaccent({text_sql}))"
+    return f"to_tsvector(%s::regconfig, {text_sql})"
 
 
 @cache

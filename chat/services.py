@@ -1,0 +1,126 @@
+"""Writes of conversations and messages. Callers pass objects fetched through the selectors
+(chat.selectors, notes.selectors), which already checked that the user may see them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from attachments.models import NoteAttachment
+from chat.models import Conversation, Message
+from notes.models import Note, Notebook
+
+if TYPE_CHECKING:
+    from notebook.types import User
+
+TITLE_CHARS = 80
+
+
+def _clean_question(text: str) -> str:
+    question = text.strip()
+    if not question:
+        raise ValidationError({"content": "Type a question first."}, code="required")
+    if len(question) > settings.CHAT_QUESTION_MAX_CHARS:
+        raise ValidationError(
+            {
+                "content": f"Keep the question under {settings.CHAT_QUESTION_MAX_CHARS:,} "
+                f"characters (this one has {len(question):,})."
+            },
+            code="too_long",
+        )
+    return question
+
+
+def conversation_create(
+    *, owner: User, notebook: Notebook, note: Note | None = None, title: str = ""
+) -> Conversation:
+    """Start a conversation about a notebook, or about one note's PDFs."""
+    if note is not None and note.notebook_id != notebook.pk:
+        raise ValidationError("That note is not in this notebook.")
+    default = f"About {note.title}" if note else f"About {notebook.title}"
+    return Conversation.objects.create(
+        owner=owner, notebook=notebook, note=note, title=(title.strip() or default)[:200]
+    )
+
+
+def conversation_rename(*, conversation: Conversation, title: str) -> Conversation:
+    title = title.strip()
+    if not title:
+        raise ValidationError({"title": "Give it a title."}, code="required")
+    if len(title) > 200:
+        raise ValidationError({"title": "Keep the title under 200 characters."})
+    conversation.title = title
+    conversation.save(update_fields=["title", "updated_at"])
+    return conversation
+
+
+def conversation_delete(*, conversation: Conversation) -> None:
+    conversation.delete()
+
+
+def ready_documents(conversation: Conversation) -> bool:
+    """Whether anything in the conversation's scope can be searched: a ready PDF (or, for a
+    notebook chat, a note with text)."""
+    notes = Note.objects.filter(notebook=conversation.notebook, trashed_at__isnull=True)
+    if conversation.note_id is not None:
+        notes = notes.filter(pk=conversation.note_id)
+    if NoteAttachment.objects.filter(note__in=notes, status="ready").exists():
+        return True
+    return conversation.note_id is None and notes.exclude(body="").exists()
+
+
+def message_ask(*, conversation: Conversation, content: str) -> tuple[Message, Message]:
+    """Save the question and a pending answer to it; the caller starts generation (see
+    chat.runner). Refuses empty or over-long questions and a scope with nothing to search."""
+    question = _clean_question(content)
+    if not ready_documents(conversation):
+        raise ValidationError(
+            {
+                "content": "There is nothing to search here yet: attach a PDF and wait until "
+                "it is ready (or write a note)."
+            },
+            code="no_documents",
+        )
+    with transaction.atomic():
+        asked = Message.objects.create(
+            conversation=conversation, role=Message.Role.USER, content=question
+        )
+        answer = Message.objects.create(
+            conversation=conversation,
+            role=Message.Role.ASSISTANT,
+            status=Message.Status.PENDING,
+            reply_to=asked,
+        )
+        if conversation.messages.count() == 2 and conversation.title.startswith("About "):
+            conversation.title = question[:TITLE_CHARS]
+        conversation.save(update_fields=["title", "updated_at"])
+    return asked, answer
+
+
+def message_retry(*, message: Message) -> Message:
+    """Re-run a failed or interrupted answer: it becomes pending again, cleared."""
+    if message.role != Message.Role.ASSISTANT or message.status not in (
+        Message.Status.ERROR,
+        Message.Status.INTERRUPTED,
+    ):
+        raise ValidationError("Only a failed or interrupted answer can be retried.", code="state")
+    updated = Message.objects.filter(pk=message.pk, status=message.status).update(
+        status=Message.Status.PENDING,
+        content="",
+        error="",
+        citations=[],
+        retrieved=[],
+        tool_calls=[],
+        confidence="",
+        follow_ups=[],
+        usage={},
+        timings={},
+        metadata={},
+    )
+    if not updated:
+        raise ValidationError("This answer is already being retried.", code="state")
+    message.refresh_from_db()
+    return message

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import FileResponse, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 from django.views.decorators.http import require_http_methods, require_POST
 
 from attachments import selectors, services
@@ -106,9 +110,33 @@ def attachment_download(request: AuthenticatedHttpRequest, attachment_id: int) -
 @login_required
 @require_http_methods(["GET"])
 def attachment_pages(request: AuthenticatedHttpRequest, attachment_id: int) -> HttpResponse:
+    """The extracted text, page by page. `?page=N&quote=…` marks a cited quote on page N (the
+    quote matches whatever whitespace the page has between its words)."""
     attachment = selectors.attachment_get(user=request.user, attachment_id=attachment_id)
-    pages = selectors.attachment_pages(user=request.user, attachment_id=attachment_id)
-    return render(request, "attachments/pages.html", {"attachment": attachment, "pages": pages})
+    pages = list(selectors.attachment_pages(user=request.user, attachment_id=attachment_id))
+    quote = request.GET.get("quote", "")[:2000]
+    page_number = request.GET.get("page", "")
+    found = None
+    for page in pages:
+        page.marked = None  # type: ignore[attr-defined]
+        if quote and page_number == str(page.number):
+            page.marked = mark_quote(page.text, quote)  # type: ignore[attr-defined]
+            found = page.marked is not None
+    context = {"attachment": attachment, "pages": pages, "quote": quote, "quote_found": found}
+    return render(request, "attachments/pages.html", context)
+
+
+def mark_quote(text: str, quote: str) -> SafeString | None:
+    """`text` escaped, with the first whitespace-insensitive occurrence of `quote` in <mark>;
+    None when the quote is not there."""
+    words = quote.split()
+    if not words:
+        return None
+    match = re.search(r"\s+".join(re.escape(word) for word in words), text)
+    if match is None:
+        return None
+    start, end = match.span()
+    return format_html('{}<mark id="quote">{}</mark>{}', text[:start], text[start:end], text[end:])
 
 
 @login_required

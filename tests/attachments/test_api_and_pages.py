@@ -151,3 +151,18 @@ def test_delete_from_the_row(alice_client, alice, note):
     assert response.status_code == 200
     assert response.content == b""
     assert not NoteAttachment.objects.exists()
+
+
+def test_page_text_view_marks_a_cited_quote(alice_client, alice, note):
+    from tests.attachments.test_pipeline import ingest
+
+    attachment = ingest(upload(alice, note, "url.pdf"))
+    text = attachment.pages.get(number=4).text
+    quote = " ".join(text.split()[5:15])  # spans line breaks in the page text
+    url = f"/attachments/{attachment.pk}/pages/"
+    page = alice_client.get(url, {"page": 4, "quote": quote}).content.decode()
+    assert '<mark id="quote">' in page
+    assert "The cited quote is marked below." in page
+    missing = alice_client.get(url, {"page": 4, "quote": "<b>not on the page</b>"}).content
+    assert b"The cited quote was not found on that page." in missing
+    assert b"<b>not on the page</b>" not in missing

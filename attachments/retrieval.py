@@ -239,6 +239,29 @@ def vector(
     return sorted(rows, key=lambda row: -row[1])[:limit]
 
 
+def phrase_occurs(*, user: User, phrase: str, scope: Scope) -> bool:
+    """Whether any passage in scope holds every word of `phrase` (as its text search
+    configuration reads them): used to notice questions about things the sources never name."""
+    text = _clean(phrase)
+    if not text:
+        return False
+    scope_sql, scope_params = scoped_attachments(user=user, scope=scope)
+    note_sql, note_params = scoped_notes(user=user, scope=scope)
+    # The scopes are SQL built by the ORM; the phrase is a parameter.
+    scopes = f"WITH scope AS MATERIALIZED ({scope_sql}), note_scope AS MATERIALIZED ({note_sql}) "
+    query = scopes + (  # noqa: S608
+        "SELECT EXISTS (SELECT 1 FROM scope s JOIN attachments_documentchunk c "
+        "  ON c.attachment_id = s.id "
+        "  AND c.search_vector @@ plainto_tsquery(s.search_config::regconfig, %s)) "
+        "OR EXISTS (SELECT 1 FROM note_scope ns JOIN notes_note n ON n.id = ns.id "
+        "  AND n.search_vector @@ plainto_tsquery(ns.search_config::regconfig, %s))"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(query, [*scope_params, *note_params, text, text])
+        row = cursor.fetchone()
+    return bool(row and row[0])
+
+
 def _without_stop_words(text: str) -> str:
     """The query's words minus English and German stop words, as Postgres' parser splits them."""
     with connection.cursor() as cursor:

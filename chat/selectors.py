@@ -29,8 +29,10 @@ def conversation_list(
         conversations = conversations.filter(notebook_id=notebook_id)
     if note_id is not None:
         conversations = conversations.filter(note_id=note_id)
-    return conversations.select_related("notebook", "note").annotate(
-        message_count=Count("messages")
+    return (
+        conversations.select_related("notebook", "note")
+        .annotate(message_count=Count("messages"))
+        .order_by("-updated_at", "-pk")  # an annotated query drops Meta.ordering
     )
 
 

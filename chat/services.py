@@ -22,15 +22,13 @@ TITLE_CHARS = 80
 def _clean_question(text: str) -> str:
     question = text.strip()
     if not question:
-        raise ValidationError({"content": "Type a question first."}, code="required")
+        raise ValidationError({"content": ValidationError("Type a question first.", "required")})
     if len(question) > settings.CHAT_QUESTION_MAX_CHARS:
-        raise ValidationError(
-            {
-                "content": f"Keep the question under {settings.CHAT_QUESTION_MAX_CHARS:,} "
-                f"characters (this one has {len(question):,})."
-            },
-            code="too_long",
+        message = (
+            f"Keep the question under {settings.CHAT_QUESTION_MAX_CHARS:,} characters "
+            f"(this one has {len(question):,})."
         )
+        raise ValidationError({"content": ValidationError(message, "too_long")})
     return question
 
 
@@ -77,13 +75,11 @@ def message_ask(*, conversation: Conversation, content: str) -> tuple[Message, M
     chat.runner). Refuses empty or over-long questions and a scope with nothing to search."""
     question = _clean_question(content)
     if not ready_documents(conversation):
-        raise ValidationError(
-            {
-                "content": "There is nothing to search here yet: attach a PDF and wait until "
-                "it is ready (or write a note)."
-            },
-            code="no_documents",
+        message = (
+            "There is nothing to search here yet: attach a PDF and wait until it is ready "
+            "(or write a note)."
         )
+        raise ValidationError({"content": ValidationError(message, "no_documents")})
     with transaction.atomic():
         asked = Message.objects.create(
             conversation=conversation, role=Message.Role.USER, content=question

@@ -254,7 +254,7 @@ CHAT_MODEL = env_str("CHAT_MODEL")  # the chat model on OPENAI_BASE_URL
 CHAT_QUESTION_MAX_CHARS = env_int("CHAT_QUESTION_MAX_CHARS", 4000, minimum=100)
 CHAT_MAX_TOOL_CALLS = env_int("CHAT_MAX_TOOL_CALLS", 4, minimum=1)  # tool rounds per answer
 CHAT_MAX_ANSWER_TOKENS = env_int("CHAT_MAX_ANSWER_TOKENS", 1024, minimum=64)
-CHAT_CONTEXT_TOKENS = env_int("CHAT_CONTEXT_TOKENS", 8192, minimum=1024)  # the model's window
+CHAT_CONTEXT_TOKENS = env_int("CHAT_CONTEXT_TOKENS", 8192, minimum=2048)  # the model's window
 CHAT_TIMEOUT = env_int("CHAT_TIMEOUT", 120, minimum=5)  # seconds per LLM request
 
 # --- Reranker (optional): re-scores the best fused search candidates; see notebook/rerank.py.

@@ -13,6 +13,7 @@ import json
 import re
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,70 @@ def passwords_from_readme(readme: Path) -> dict[str, str]:
     return dict(found)
 
 
+def eval_workspace(pdf_dir: Path) -> tuple[User, Note]:
+    """The evaluation user and the note holding one set's PDFs (one note per directory, so
+    different sets never mix; created once, reused)."""
+    from notes.services import note_create, notebook_create
+
+    user, created = User.objects.get_or_create(username=EVAL_USER)
+    if created:
+        user.set_unusable_password()
+        user.save()
+    notebook = Notebook.objects.filter(owner=user).first() or notebook_create(
+        owner=user, title="Retrieval evaluation"
+    )
+    key = hashlib.sha256(str(pdf_dir.resolve()).encode()).hexdigest()[:8]
+    title = f"Evaluation PDFs: {pdf_dir.resolve().name} ({key})"[:200]
+    note = Note.objects.filter(notebook=notebook, title=title).first() or note_create(
+        notebook=notebook, author=user, title=title
+    )
+    return user, note
+
+
+def ingest_set(
+    user: User,
+    note: Note,
+    files: list[Path],
+    passwords: dict[str, str],
+    log: Callable[[str], Any] = print,
+) -> dict[str, NoteAttachment]:
+    """Ingest every file through the real pipeline, reusing earlier ingestions of the same
+    bytes; returns file name → attachment (failed ones included: they are part of the set)."""
+    out: dict[str, NoteAttachment] = {}
+    for path in files:
+        data = path.read_bytes()
+        sha = hashlib.sha256(data).hexdigest()
+        attachment = NoteAttachment.objects.filter(note=note, sha256=sha).first()
+        if attachment and attachment.status in ("ready", "failed"):
+            log(f"reuse  {path.name} ({attachment.status})")
+            out[path.name] = attachment
+            continue
+        if attachment is None:
+            try:
+                attachment = services.attachment_upload(
+                    user=user, note=note, uploaded=SimpleUploadedFile(path.name, data)
+                )
+            except Exception as exc:  # a refused file is part of the result
+                log(f"refused {path.name}: {exc}")
+                continue
+        if attachment.status == "needs_password" and path.name in passwords:
+            services.attachment_submit_password(
+                attachment=attachment, password=passwords[path.name]
+            )
+        elif attachment.status not in ("pending", "needs_password"):
+            services.attachment_reprocess(attachment=attachment)
+        started = time.perf_counter()
+        services.attachment_ingest(attachment_id=attachment.pk)
+        attachment.refresh_from_db()
+        while attachment.is_active:  # a running worker may have claimed it first
+            time.sleep(1)
+            attachment.refresh_from_db()
+        took = time.perf_counter() - started
+        log(f"ingest {path.name}: {attachment.status} in {took:.1f}s")
+        out[path.name] = attachment
+    return out
+
+
 class Command(BaseCommand):
     help = "Score retrieval (lexical, vector, hybrid, reference BM25) on an evaluation set."
 
@@ -76,8 +141,10 @@ class Command(BaseCommand):
         if reranker_enabled() and "hybrid+rerank" not in modes:
             modes.append("hybrid+rerank")
 
-        user, note = self._workspace()
-        attachments = self._ingest(user, note, sorted(pdf_dir.glob("*.pdf")), passwords)
+        user, note = eval_workspace(pdf_dir)
+        attachments = ingest_set(
+            user, note, sorted(pdf_dir.glob("*.pdf")), passwords, log=self.stderr.write
+        )
         ready = {name: a for name, a in attachments.items() if a.status == "ready"}
         answerable = [q for q in questions if q.answerable]
         unanswerable = [q for q in questions if not q.answerable]
@@ -130,58 +197,6 @@ class Command(BaseCommand):
         if options["json"]:
             options["json"].write_text(json.dumps(results, indent=2, ensure_ascii=False))
             self.stdout.write(f"Wrote {options['json']}")
-
-    def _workspace(self) -> tuple[User, Note]:
-        from notes.services import note_create, notebook_create
-
-        user, created = User.objects.get_or_create(username=EVAL_USER)
-        if created:
-            user.set_unusable_password()
-            user.save()
-        notebook = Notebook.objects.filter(owner=user).first() or notebook_create(
-            owner=user, title="Retrieval evaluation"
-        )
-        note = Note.objects.filter(notebook=notebook).first() or note_create(
-            notebook=notebook, author=user, title="Evaluation PDFs"
-        )
-        return user, note
-
-    def _ingest(
-        self, user: User, note: Note, files: list[Path], passwords: dict[str, str]
-    ) -> dict[str, NoteAttachment]:
-        out: dict[str, NoteAttachment] = {}
-        for path in files:
-            data = path.read_bytes()
-            sha = hashlib.sha256(data).hexdigest()
-            attachment = NoteAttachment.objects.filter(note=note, sha256=sha).first()
-            if attachment and attachment.status in ("ready", "failed"):
-                self.stderr.write(f"reuse  {path.name} ({attachment.status})")
-                out[path.name] = attachment
-                continue
-            if attachment is None:
-                try:
-                    attachment = services.attachment_upload(
-                        user=user, note=note, uploaded=SimpleUploadedFile(path.name, data)
-                    )
-                except Exception as exc:  # a refused file is part of the result
-                    self.stderr.write(f"refused {path.name}: {exc}")
-                    continue
-            if attachment.status == "needs_password" and path.name in passwords:
-                services.attachment_submit_password(
-                    attachment=attachment, password=passwords[path.name]
-                )
-            elif attachment.status not in ("pending", "needs_password"):
-                services.attachment_reprocess(attachment=attachment)
-            started = time.perf_counter()
-            services.attachment_ingest(attachment_id=attachment.pk)
-            attachment.refresh_from_db()
-            while attachment.is_active:  # a running worker may have claimed it first
-                time.sleep(1)
-                attachment.refresh_from_db()
-            took = time.perf_counter() - started
-            self.stderr.write(f"ingest {path.name}: {attachment.status} in {took:.1f}s")
-            out[path.name] = attachment
-        return out
 
     def _reference(
         self, ready: dict[str, NoteAttachment], questions: list[Question]

@@ -1,0 +1,71 @@
+"""Citations: which [n] markers an answer uses and whether each quote really occurs, verbatim
+up to whitespace, in the cited page's (or note's) text."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from attachments.models import DocumentPage
+from notes.models import Note
+
+MARKER = re.compile(r"\[(\d{1,3})\]")
+
+
+def normalise(text: str) -> str:
+    return " ".join(text.split())
+
+
+def cited_numbers(content: str) -> list[int]:
+    """The citation numbers used in an answer, in order of first use."""
+    seen: list[int] = []
+    for match in MARKER.finditer(content):
+        n = int(match.group(1))
+        if n not in seen:
+            seen.append(n)
+    return seen
+
+
+def source_text(source: dict[str, Any]) -> str:
+    """The full text a quote must be found in: the page for a PDF passage, the note's title
+    and body for a note (read again now, not from what the tool returned)."""
+    if source["kind"] == "document":
+        page = (
+            DocumentPage.objects.filter(
+                attachment_id=source["attachment_id"], number=source["page"]
+            )
+            .values_list("text", flat=True)
+            .first()
+        )
+        return page or ""
+    note = Note.objects.filter(pk=source["note_id"]).values_list("title", "body").first()
+    return f"{note[0]}\n{note[1]}" if note else ""
+
+
+def verify(
+    content: str, sources: list[dict[str, Any]], quotes: dict[int, list[str]]
+) -> tuple[list[dict[str, Any]], int]:
+    """(citations to show, number refused). A citation is shown when its number names a
+    source and its quote occurs in that source's text; the first verified quote is kept."""
+    shown: list[dict[str, Any]] = []
+    refused = 0
+    texts: dict[int, str] = {}
+    for n in cited_numbers(content):
+        if not 1 <= n <= len(sources):
+            refused += 1
+            continue
+        source = sources[n - 1]
+        if n not in texts:
+            texts[n] = normalise(source_text(source))
+        quote = next(
+            (q for q in quotes.get(n, []) if normalise(q) and normalise(q) in texts[n]), None
+        )
+        if quote is None:
+            refused += 1
+            continue
+        citation = {"n": n, "kind": source["kind"], "quote": normalise(quote)}
+        for key in ("attachment_id", "file", "page", "chunk_id", "note_id", "note_title"):
+            if key in source:
+                citation[key] = source[key]
+        shown.append(citation)
+    return shown, refused

@@ -1,0 +1,176 @@
+"""`manage.py evaluate_answers`: ask every question of an evaluation set through the real
+agent path and score the answers.
+
+Ingestion is the same as `evaluate_retrieval` (one note per PDF directory, reused while the
+files are unchanged). Each question is asked in a fresh conversation about that note, through
+chat.services.message_ask and chat.agent.generate, with the configured answerer (extractive
+unless CHAT_MODEL is set). Reported overall, by kind and by question language:
+
+- keywords: answers containing every `answer_keywords` entry (case-insensitive);
+- cites gold page: answers with a shown citation of the question's file on one of its pages;
+- verified: shown citations / citations the answer made (shown + refused);
+- abstained: share of unanswerable questions where the answer said it could not answer
+  (and, for answerable ones, how often it wrongly abstained);
+- time to first token and to done: median and p95.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from attachments.evaluation import load_questions
+from attachments.management.commands.evaluate_retrieval import (
+    eval_workspace,
+    ingest_set,
+    passwords_from_readme,
+)
+from chat import services
+from chat.agent import generate, get_answerer
+from chat.models import Message
+
+
+def _keywords(path: Path) -> dict[str, list[str]]:
+    rows = (json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line)
+    return {row["id"]: list(row.get("answer_keywords", [])) for row in rows}
+
+
+def _percentile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    answerable = [r for r in rows if r["answerable"]]
+    unanswerable = [r for r in rows if not r["answerable"]]
+    made = sum(r["shown"] + r["refused"] for r in rows)
+
+    def share(items: list[dict[str, Any]], key: str) -> float | None:
+        return round(sum(bool(r[key]) for r in items) / len(items), 4) if items else None
+
+    firsts = [r["first_token"] for r in rows]
+    totals = [r["total"] for r in rows]
+    return {
+        "n": len(rows),
+        "keywords": share(answerable, "keywords"),
+        "cites_gold_page": share(answerable, "cites_gold"),
+        "verified_citations": round(sum(r["shown"] for r in rows) / made, 4) if made else None,
+        "abstained_unanswerable": share(unanswerable, "abstained"),
+        "abstained_answerable": share(answerable, "abstained"),
+        "first_token_median_s": round(statistics.median(firsts), 3) if firsts else None,
+        "first_token_p95_s": round(_percentile(firsts, 0.95), 3),
+        "done_median_s": round(statistics.median(totals), 3) if totals else None,
+        "done_p95_s": round(_percentile(totals, 0.95), 3),
+    }
+
+
+class Command(BaseCommand):
+    help = "Ask every question of an evaluation set through the agent and score the answers."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--pdfs", type=Path, required=True)
+        parser.add_argument("--questions", type=Path, required=True)
+        parser.add_argument("--json", type=Path, help="Also write the figures here.")
+        parser.add_argument("--limit", type=int, default=0, help="Only the first N questions.")
+        parser.add_argument("--show", action="store_true", help="Print every answer.")
+        parser.add_argument(
+            "--password", action="append", default=[], metavar="FILE=PASSWORD",
+            help="Password of an encrypted PDF (default: read from the set's README.md).",
+        )  # fmt: skip
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        pdf_dir: Path = options["pdfs"]
+        if not pdf_dir.is_dir():
+            raise CommandError(f"{pdf_dir} is not a directory")
+        questions = load_questions(options["questions"])
+        if options["limit"]:
+            questions = questions[: options["limit"]]
+        keywords = _keywords(options["questions"])
+        passwords = passwords_from_readme(pdf_dir.parent / "README.md")
+        passwords.update(dict(p.split("=", 1) for p in options["password"]))
+        user, note = eval_workspace(pdf_dir)
+        ingest_set(user, note, sorted(pdf_dir.glob("*.pdf")), passwords, log=self.stderr.write)
+        answerer = get_answerer()
+        self.stderr.write(f"answerer: {answerer.name}")
+
+        rows: list[dict[str, Any]] = []
+        for q in questions:
+            conversation = services.conversation_create(
+                owner=user, notebook=note.notebook, note=note, title=f"eval {q.id}"
+            )
+            _, pending = services.message_ask(conversation=conversation, content=q.question)
+            answer = generate(pending.pk, lambda event, data: None, answerer=answerer)
+            if answer is None:
+                raise CommandError(f"{q.id}: the answer was already being generated")
+            rows.append(self._score(q, answer, keywords.get(q.id, [])))
+            if options["show"]:
+                self.stdout.write(f"\n[{q.id}] {q.question}\n{answer.content}\n{answer.citations}")
+            conversation.delete()
+
+        results: dict[str, Any] = {
+            "answerer": answerer.name,
+            "overall": summarise(rows),
+            "by_kind": {},
+            "by_lang": {},
+            "questions": rows,
+        }
+        for group, key in (("by_kind", "kind"), ("by_lang", "lang")):
+            buckets: dict[str, list[dict[str, Any]]] = defaultdict(list)
+            for row in rows:
+                buckets[row[key]].append(row)
+            results[group] = {k: summarise(v) for k, v in sorted(buckets.items())}
+        self._print(results)
+        if options["json"]:
+            options["json"].write_text(json.dumps(results, indent=2, ensure_ascii=False))
+            self.stdout.write(f"Wrote {options['json']}")
+
+    @staticmethod
+    def _score(q: Any, answer: Message, keywords: list[str]) -> dict[str, Any]:
+        text = answer.content.replace("\\", "").lower()
+        cites_gold = any(
+            c.get("file") == q.file and c.get("page") in q.pages for c in answer.citations
+        )
+        return {
+            "id": q.id,
+            "kind": q.kind,
+            "lang": q.lang,
+            "answerable": q.answerable,
+            "status": answer.status,
+            "keywords": bool(keywords) and all(k.lower() in text for k in keywords),
+            "cites_gold": cites_gold,
+            "shown": len(answer.citations),
+            "refused": int(answer.metadata.get("unverified_citations", 0)),
+            "abstained": bool(answer.metadata.get("abstained")),
+            "confidence": answer.confidence,
+            "first_token": float(answer.timings.get("first_token", 0.0)),
+            "total": float(answer.timings.get("total", 0.0)),
+        }
+
+    def _print(self, results: dict[str, Any]) -> None:
+        w = self.stdout.write
+        cols = ["n", "keywords", "cites_gold_page", "verified_citations",
+                "abstained_unanswerable", "abstained_answerable", "first_token_median_s",
+                "first_token_p95_s", "done_median_s", "done_p95_s"]  # fmt: skip
+        heads = ["n", "keywords", "gold page", "verified", "abst.unans", "abst.ans",
+                 "ttft p50", "ttft p95", "done p50", "done p95"]  # fmt: skip
+        w(f"\nanswerer: {results['answerer']}")
+        w(f"{'':<18}" + "".join(f"{h:>11}" for h in heads))
+
+        def line(label: str, figures: dict[str, Any]) -> None:
+            cells = "".join(
+                f"{'-':>11}" if figures[c] is None else f"{figures[c]:>11}" for c in cols
+            )
+            w(f"{label:<18}{cells}")
+
+        line("overall", results["overall"])
+        for group in ("by_kind", "by_lang"):
+            w(group.replace("_", " ") + ":")
+            for key, figures in results[group].items():
+                line(f"  {key}", figures)

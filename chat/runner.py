@@ -1,0 +1,99 @@
+"""Running generation outside the request or socket that asked for it.
+
+`start(message_id)` generates in a background thread of this process and publishes every event
+to the conversation's channel-layer group, so any open page (or several) can follow it, and a
+closed tab loses nothing: the message is saved as it grows and when it is done.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import connections
+
+from chat.agent import Emit, generate
+
+logger = logging.getLogger(__name__)
+
+
+def group_name(conversation_id: int) -> str:
+    return f"chat.{conversation_id}"
+
+
+def publish(conversation_id: int, event: str, data: dict[str, Any]) -> None:
+    """Send one event to every socket following the conversation."""
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    try:
+        async_to_sync(layer.group_send)(
+            group_name(conversation_id), {"type": "chat.event", "event": event, "data": data}
+        )
+    except Exception:  # a full or unreachable layer must not stop the answer being saved
+        logger.warning("could not publish %s for conversation %s", event, conversation_id)
+
+
+def run(message_id: int, conversation_id: int, also: Emit | None = None) -> None:
+    """Generate and publish (and hand events to `also`); the thread's database connection is
+    closed afterwards."""
+
+    def emit(event: str, data: dict[str, Any]) -> None:
+        publish(conversation_id, event, data)
+        if also is not None:
+            also(event, data)
+
+    try:
+        if generate(message_id, emit) is None:
+            emit(
+                "error",
+                {
+                    "message_id": message_id,
+                    "message": "This answer is already being written; reload to follow it.",
+                },
+            )
+    except Exception:
+        logger.exception("generation of message %s crashed", message_id)
+        if also is not None:
+            also("error", {"message_id": message_id, "message": "Generation crashed."})
+    finally:
+        connections.close_all()
+
+
+def start(message_id: int, conversation_id: int, also: Emit | None = None) -> threading.Thread:
+    """Generate in a background thread of this process (it outlives the request or socket)."""
+    thread = threading.Thread(
+        target=run,
+        args=(message_id, conversation_id, also),
+        name=f"answer-{message_id}",
+        daemon=True,
+    )
+    thread.start()
+    return thread
+
+
+def stream(
+    message_id: int, conversation_id: int, timeout: float = 600
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Start generation now and return its events until `done` or `error` (for SSE). If the
+    reader goes away, even before reading anything, the answer is generated and saved."""
+    events: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
+    start(message_id, conversation_id, also=lambda event, data: events.put((event, data)))
+
+    def read() -> Iterator[tuple[str, dict[str, Any]]]:
+        while True:
+            try:
+                event, data = events.get(timeout=timeout)
+            except queue.Empty:
+                yield "error", {"message_id": message_id, "message": "The answer timed out."}
+                return
+            yield event, data
+            if event in ("done", "error"):
+                return
+
+    return read()

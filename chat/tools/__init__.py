@@ -1,0 +1,102 @@
+"""The tool registry: a tool is a name, a description, a pydantic argument model and a handler
+that receives the chat context. `tools_for(context)` builds the list for one chat (like
+`buildToolsForChat`); `openai_tools` turns it into the chat completions `tools` parameter.
+
+Handlers re-authorize every id against `context.user`: whatever arguments a model invents, a
+tool answers only from what that user may see (another user's id reads as "not found").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ValidationError
+
+if TYPE_CHECKING:
+    from chat.models import Conversation
+    from notebook.types import User
+    from notes.models import Note, Notebook
+
+
+@dataclass
+class ToolContext:
+    user: User
+    notebook: Notebook
+    note: Note | None = None  # set: the chat is about this note's PDFs only
+    conversation: Conversation | None = None
+    # Every passage a tool returned in this answer, numbered for [n] citations (1-based).
+    sources: list[dict[str, Any]] = field(default_factory=list)
+
+    def add_source(self, source: dict[str, Any]) -> int:
+        """The citation number of a passage (the same passage keeps its number)."""
+        key = (source["kind"], source["id"])
+        for n, known in enumerate(self.sources, start=1):
+            if (known["kind"], known["id"]) == key:
+                return n
+        self.sources.append(source)
+        return len(self.sources)
+
+
+@dataclass
+class ToolResult:
+    """What the model reads (`content`, untrusted source text marked as such), what the page
+    shows while the agent works (`summary`), and the passages for citations (`passages`)."""
+
+    content: str
+    summary: str
+    passages: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    args: type[BaseModel]
+    handler: Callable[[ToolContext, Any], ToolResult]
+    # Whether the tool makes sense in a context (e.g. note tools need a notebook with notes).
+    available: Callable[[ToolContext], bool] = lambda context: True
+
+    def run(self, context: ToolContext, raw_arguments: str | dict[str, Any]) -> ToolResult:
+        """Validate the model's arguments and run; bad arguments become a message the model
+        can act on, never an exception."""
+        try:
+            if isinstance(raw_arguments, str):
+                args = self.args.model_validate_json(raw_arguments or "{}")
+            else:
+                args = self.args.model_validate(raw_arguments)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()
+            )
+            return ToolResult(f"Invalid arguments for {self.name}: {problems}", "Bad tool call")
+        return self.handler(context, args)
+
+
+REGISTRY: dict[str, Tool] = {}
+
+
+def register(tool: Tool) -> Tool:
+    REGISTRY[tool.name] = tool
+    return tool
+
+
+def tools_for(context: ToolContext) -> list[Tool]:
+    from chat.tools import builtin  # noqa: F401  (registers the built-in tools)
+
+    return [tool for tool in REGISTRY.values() if tool.available(context)]
+
+
+def openai_tools(tools: list[Tool]) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": tool.name,
+                "description": tool.description,
+                "parameters": tool.args.model_json_schema(),
+            },
+        }
+        for tool in tools
+    ]

@@ -1,0 +1,153 @@
+"""The built-in tools: document_search, note_search, note_read."""
+
+from __future__ import annotations
+
+from django.http import Http404
+from pydantic import BaseModel, Field
+
+from attachments.retrieval import Hit, Scope, search
+from chat.tools import Tool, ToolContext, ToolResult, register
+from notes.selectors import note_get
+
+PASSAGE_CHARS = 1500
+NOTE_CHARS = 6000
+
+
+def _quote_attr(value: str) -> str:
+    return value.replace('"', "'").replace("<", "(").replace(">", ")")[:200]
+
+
+def _source(hit: Hit) -> dict[str, object]:
+    note = hit.note
+    if hit.chunk is None:
+        return {"kind": "note", "id": note.pk, "note_id": note.pk, "note_title": note.title,
+                "text": hit.text, "score": hit.fused}  # fmt: skip
+    chunk = hit.chunk
+    return {
+        "kind": "document",
+        "id": chunk.pk,
+        "chunk_id": chunk.pk,
+        "attachment_id": chunk.attachment_id,
+        "file": chunk.attachment.original_name,
+        "page": chunk.page_number,
+        "heading": " › ".join(chunk.heading_path),
+        "note_id": note.pk,
+        "note_title": note.title,
+        "text": chunk.content,
+        "score": hit.fused,
+        "lexical": hit.lexical,
+        "vector": hit.vector,
+    }
+
+
+def format_sources(context: ToolContext, hits: list[Hit]) -> tuple[str, list[dict[str, object]]]:
+    """Passages as the model reads them: numbered, with where they come from, fenced as
+    untrusted source material (instructions inside them are data, not orders)."""
+    parts, passages = [], []
+    for hit in hits:
+        source = _source(hit)
+        n = context.add_source(source)
+        source["n"] = n
+        passages.append(source)
+        where = (
+            f'file="{_quote_attr(str(source["file"]))}" page="{source["page"]}"'
+            if hit.chunk
+            else f'note="{_quote_attr(hit.note.title)}" note_id="{hit.note.pk}"'
+        )
+        text = str(source["text"])[:PASSAGE_CHARS]
+        parts.append(f'<source id="{n}" {where}>\n{text}\n</source>')
+    return "\n".join(parts), passages
+
+
+def _note_in_context(context: ToolContext, note_id: int) -> bool:
+    try:
+        note = note_get(user=context.user, note_id=note_id, include_trashed=False)
+    except Http404:
+        return False
+    if context.note is not None:
+        return note.pk == context.note.pk
+    return note.notebook_id == context.notebook.pk
+
+
+class DocumentSearchArgs(BaseModel):
+    query: str = Field(description="What to look for, in the words the documents would use.")
+    note_id: int | None = Field(None, description="Only this note's PDFs.")
+    limit: int = Field(5, ge=1, le=10)
+
+
+def document_search(context: ToolContext, args: DocumentSearchArgs) -> ToolResult:
+    summary = f"Searching documents for ‘{args.query[:80]}’"
+    if args.note_id is not None and not _note_in_context(context, args.note_id):
+        return ToolResult(f"No note {args.note_id} in this notebook.", summary)
+    note_id = context.note.pk if context.note else args.note_id
+    result = search(
+        user=context.user,
+        query=args.query,
+        scope=Scope(notebook_id=context.notebook.pk, note_id=note_id, include_notes=False),
+        limit=args.limit,
+    )
+    if not result.hits:
+        return ToolResult("No passages matched.", summary)
+    content, passages = format_sources(context, result.hits)
+    return ToolResult(content, summary, passages)
+
+
+class NoteSearchArgs(BaseModel):
+    query: str = Field(description="Words to look for in the notebook's notes.")
+
+
+def note_search(context: ToolContext, args: NoteSearchArgs) -> ToolResult:
+    summary = f"Searching notes for ‘{args.query[:80]}’"
+    result = search(
+        user=context.user,
+        query=args.query,
+        scope=Scope(notebook_id=context.notebook.pk, include_documents=False),
+        limit=5,
+    )
+    if not result.hits:
+        return ToolResult("No notes matched.", summary)
+    content, passages = format_sources(context, result.hits)
+    return ToolResult(content, summary, passages)
+
+
+class NoteReadArgs(BaseModel):
+    note_id: int = Field(description="The id of a note of this notebook.")
+
+
+def note_read(context: ToolContext, args: NoteReadArgs) -> ToolResult:
+    if not _note_in_context(context, args.note_id):
+        return ToolResult(f"No note {args.note_id} in this notebook.", "Reading a note")
+    note = note_get(user=context.user, note_id=args.note_id, include_trashed=False)
+    source = {"kind": "note", "id": note.pk, "note_id": note.pk, "note_title": note.title,
+              "text": f"{note.title}\n{note.body}", "score": None}  # fmt: skip
+    n = context.add_source(source)
+    source["n"] = n
+    body = note.body[:NOTE_CHARS]
+    content = (
+        f'<source id="{n}" note="{_quote_attr(note.title)}" note_id="{note.pk}">\n'
+        f"{note.title}\n{body}\n</source>"
+    )
+    return ToolResult(content, f"Reading note ‘{note.title[:80]}’", [source])
+
+
+register(Tool(
+    "document_search",
+    "Search the PDFs of this notebook (or of one note) for passages relevant to a query. "
+    "Returns numbered passages with file and page; cite them as [n].",
+    DocumentSearchArgs,
+    document_search,
+))  # fmt: skip
+register(Tool(
+    "note_search",
+    "Search the notes of this notebook by keywords and meaning. Returns numbered notes.",
+    NoteSearchArgs,
+    note_search,
+    available=lambda context: context.note is None,
+))  # fmt: skip
+register(Tool(
+    "note_read",
+    "Read one whole note of this notebook by its id.",
+    NoteReadArgs,
+    note_read,
+    available=lambda context: context.note is None,
+))  # fmt: skip

@@ -1,0 +1,323 @@
+"""A local server speaking OpenAI's chat completions protocol, for tests of chat.llm.
+
+`POST /v1/chat/completions` answers with real server-sent events when the request streams
+(`chat.completion.chunk` objects, tool calls split over several chunks, `finish_reason`, a usage
+chunk when `stream_options.include_usage`, `data: [DONE]`) and with one JSON completion when it
+does not (the metadata request).
+
+Each request takes the next scripted turn from `script`; when the script is empty, `respond`
+decides, and without it the default: call `document_search` with the user's question, then
+answer with the first sentence of source 1 and `[1]`, and give that sentence as the quote.
+Every request body is kept in `requests`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class ToolCall:
+    """A turn that calls a tool (a list of them: parallel calls in one turn)."""
+
+    name: str
+    arguments: dict[str, Any] | str = field(default_factory=dict)
+    id: str | None = None  # None: "call_<request>_<index>"; "": sent without an id
+
+
+@dataclass
+class Answer:
+    """A streamed answer, `chunk_size` characters per chunk."""
+
+    text: str
+    chunk_size: int = 8
+    usage: bool = True  # send the usage chunk when the request asks for it
+    finish_reason: str = "stop"
+    then_call: ToolCall | list[ToolCall] | None = None  # text, then tool calls in one turn
+
+
+@dataclass
+class Metadata:
+    """The metadata reply: a dict is sent as JSON; a string as it is (prose, fences, junk)."""
+
+    data: dict[str, Any] | str
+
+
+@dataclass
+class Status:
+    """An HTTP error with OpenAI's error body."""
+
+    code: int
+    message: str = ""
+
+
+@dataclass
+class BreakMidStream:
+    """Stream `after_chunks` chunks of `text`, then break the connection: inside an HTTP chunk
+    (the client sees a protocol error), or with `clean` a plain close without finish or [DONE]."""
+
+    text: str = "The answer begins, and then the server goes away."
+    after_chunks: int = 3
+    chunk_size: int = 8
+    clean: bool = False
+
+
+@dataclass
+class Hang:
+    """Answer nothing for `seconds` (the client times out first)."""
+
+    seconds: float
+
+
+Turn = ToolCall | list[ToolCall] | Answer | Metadata | Status | BreakMidStream | Hang
+SOURCE = re.compile(r'<source id="(\d+)"[^>]*>\n(.*?)\n</source>', re.DOTALL)
+
+
+def first_sentence(text: str, limit: int = 200) -> str:
+    flat = " ".join(text.split())
+    sentence = re.split(r"(?<=[.!?])\s", flat, maxsplit=1)[0]
+    return sentence if len(sentence) <= limit else sentence[:limit].rsplit(" ", 1)[0]
+
+
+def sources_in(text: str) -> dict[int, str]:
+    return {int(n): body for n, body in SOURCE.findall(text)}
+
+
+class FakeChat:
+    def __init__(self) -> None:
+        self.script: list[Turn] = []
+        self.respond: Callable[[dict[str, Any]], Turn] | None = None
+        self.requests: list[dict[str, Any]] = []  # {"path", "body", "auth"}
+        self.usage_sent: list[tuple[int, int]] = []  # (prompt, completion) per usage reported
+        self.url = ""  # http://127.0.0.1:port
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+
+    @property
+    def bodies(self) -> list[dict[str, Any]]:
+        return [r["body"] for r in self.requests]
+
+    @property
+    def streamed(self) -> list[dict[str, Any]]:
+        """Bodies of the streamed (answer) requests."""
+        return [b for b in self.bodies if b.get("stream")]
+
+    @property
+    def unstreamed(self) -> list[dict[str, Any]]:
+        """Bodies of the non-streamed (metadata) requests."""
+        return [b for b in self.bodies if not b.get("stream")]
+
+    def next_turn(self, body: dict[str, Any]) -> Turn:
+        with self.lock:
+            if self.script:
+                return self.script.pop(0)
+        return self.respond(body) if self.respond else self.default_turn(body)
+
+    def default_turn(self, body: dict[str, Any]) -> Turn:
+        messages = body.get("messages", [])
+        if not body.get("stream"):
+            user = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
+            sentence = first_sentence(sources_in(user).get(1, ""))
+            return Metadata(
+                {
+                    "confidence": "high" if sentence else "low",
+                    "follow_ups": ["What else does it say?", "Where is this defined?"],
+                    "answerable": bool(sentence),
+                    "citations": [{"n": 1, "quote": sentence}] if sentence else [],
+                }
+            )
+        tool_results = [m["content"] or "" for m in messages if m["role"] == "tool"]
+        if body.get("tools") and body.get("tool_choice") != "none" and not tool_results:
+            question = next(m["content"] for m in reversed(messages) if m["role"] == "user")
+            return ToolCall("document_search", {"query": question})
+        found = [sources_in(content).get(1) for content in tool_results]
+        text = next((t for t in found if t), "")
+        if not text:
+            return Answer("The sources don't say.")
+        return Answer(f"The documents say: {first_sentence(text)} [1]")
+
+
+def _chunk(request_id: str, model: str, delta: dict[str, Any], finish: str | None = None) -> Any:
+    return {
+        "id": request_id,
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+    }
+
+
+def _pieces(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), max(1, size))] or [""]
+
+
+def stream_events(state: FakeChat, body: dict[str, Any], turn: Turn, n: int) -> list[Any]:
+    """The chunks of a streamed turn (ToolCall, list of them, Answer, BreakMidStream)."""
+    request_id, model = f"chatcmpl-fake-{n}", str(body.get("model"))
+    events: list[Any] = [_chunk(request_id, model, {"role": "assistant", "content": ""})]
+    completion = 0
+    if isinstance(turn, Answer) and turn.then_call is not None:
+        for piece in _pieces(turn.text, turn.chunk_size):
+            events.append(_chunk(request_id, model, {"content": piece}))
+            completion += 1
+        turn = turn.then_call
+    if isinstance(turn, ToolCall | list):
+        calls = turn if isinstance(turn, list) else [turn]
+        for index, call in enumerate(calls):
+            arguments = (
+                call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
+            )
+            call_id = f"call_{n}_{index}" if call.id is None else call.id
+            head: dict[str, Any] = {"index": index, "type": "function",
+                                    "function": {"name": call.name, "arguments": ""}}  # fmt: skip
+            if call_id:
+                head["id"] = call_id
+            events.append(_chunk(request_id, model, {"tool_calls": [head]}))
+            third = max(1, len(arguments) // 3)
+            for piece in _pieces(arguments, third):
+                fragment = {"index": index, "function": {"arguments": piece}}
+                events.append(_chunk(request_id, model, {"tool_calls": [fragment]}))
+                completion += 1
+        events.append(_chunk(request_id, model, {}, "tool_calls"))
+        send_usage = True
+    elif isinstance(turn, Answer | BreakMidStream):
+        for piece in _pieces(turn.text, turn.chunk_size):
+            events.append(_chunk(request_id, model, {"content": piece}))
+            completion += 1
+        if isinstance(turn, BreakMidStream):
+            return events[: turn.after_chunks + 1]
+        events.append(_chunk(request_id, model, {}, turn.finish_reason))
+        send_usage = turn.usage
+    else:
+        raise TypeError(f"{turn!r} cannot be streamed")
+    if send_usage and (body.get("stream_options") or {}).get("include_usage"):
+        prompt = len(json.dumps(body.get("messages", []))) // 4
+        state.usage_sent.append((prompt, completion))
+        usage = {"prompt_tokens": prompt, "completion_tokens": completion,
+                 "total_tokens": prompt + completion}  # fmt: skip
+        events.append({**_chunk(request_id, model, {}), "choices": [], "usage": usage})
+    return events
+
+
+def completion(state: FakeChat, body: dict[str, Any], turn: Metadata, n: int) -> dict[str, Any]:
+    content = turn.data if isinstance(turn.data, str) else json.dumps(turn.data)
+    prompt = len(json.dumps(body.get("messages", []))) // 4
+    state.usage_sent.append((prompt, 20))
+    return {
+        "id": f"chatcmpl-fake-{n}",
+        "object": "chat.completion",
+        "created": 0,
+        "model": body.get("model"),
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "logprobs": None,
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": 20, "total_tokens": prompt + 20},
+    }
+
+
+@contextmanager
+def fake_chat_server() -> Iterator[FakeChat]:
+    state = FakeChat()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive and chunked streams, like real servers
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def _json(self, status: int, body: dict[str, Any]) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("retry-after-ms", "5")  # keep the SDK's backoff short in tests
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _write_chunk(self, data: bytes) -> None:
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
+
+        def _stream(self, events: list[Any], broken: BreakMidStream | None) -> None:
+            clean_close = broken is not None and broken.clean
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            if clean_close:  # the body runs until the connection closes
+                self.send_header("Connection", "close")
+                self.close_connection = True
+            else:
+                self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for event in events:
+                data = f"data: {json.dumps(event)}\n\n".encode()
+                if clean_close:
+                    self.wfile.write(data)
+                    self.wfile.flush()
+                else:
+                    self._write_chunk(data)
+            if broken is not None:
+                if not broken.clean:  # promise a chunk, send part of it, hang up
+                    self.wfile.write(b'400\r\ndata: {"id')
+                    self.wfile.flush()
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+                return
+            self._write_chunk(b"data: [DONE]\n\n")
+            self.wfile.write(b"0\r\n\r\n")
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length", "0"))
+            body = json.loads(self.rfile.read(length) or b"{}")
+            with state.lock:
+                state.requests.append(
+                    {"path": self.path, "body": body, "auth": self.headers.get("Authorization")}
+                )
+                n = len(state.requests)
+            if self.path != "/v1/chat/completions":
+                self._json(404, {"error": {"message": "not found", "type": "invalid_request"}})
+                return
+            turn = state.next_turn(body)
+            if not body.get("stream") and isinstance(turn, Answer):
+                turn = Metadata(turn.text)
+            try:
+                if isinstance(turn, Hang):
+                    state.stop.wait(turn.seconds)
+                    turn = state.default_turn(body)
+                if isinstance(turn, Status):
+                    kinds = {401: "invalid_api_key", 404: "model_not_found",
+                             429: "rate_limit_exceeded"}  # fmt: skip
+                    message = turn.message or f"fake {turn.code}"
+                    error = {"message": message, "type": kinds.get(turn.code, "server_error")}
+                    self._json(turn.code, {"error": error})
+                elif isinstance(turn, Metadata):
+                    self._json(200, completion(state, body, turn, n))
+                else:
+                    broken = turn if isinstance(turn, BreakMidStream) else None
+                    self._stream(stream_events(state, body, turn, n), broken)
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True  # the client gave up (a timeout)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    state.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield state
+    finally:
+        state.stop.set()  # let hanging handlers finish
+        server.shutdown()
+        server.server_close()

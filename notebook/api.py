@@ -26,7 +26,7 @@ api = NinjaAPI(
     title="Notebook API",
     version="1",
     description=(
-        "Notebooks, notes and (later) attachments, search and chat. Authenticate with a personal "
+        "Notebooks, notes, PDF attachments, search and chat. Authenticate with a personal "
         "access token (`Authorization: Bearer nbk_…`, created under Settings) or, in the "
         "browser, with your session plus the CSRF token."
     ),
@@ -50,3 +50,4 @@ api.add_router("/", "accounts.api.router")
 api.add_router("/", "notes.api.router")
 api.add_router("/", "attachments.api.router")
 api.add_router("/", "attachments.api.search_router")
+api.add_router("/", "chat.api.router")

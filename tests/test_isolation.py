@@ -78,17 +78,37 @@ def test_every_page_is_covered_by_this_test():
 def bobs_objects(bob, bob_notebook, bob_note, bob_attachment):
     from accounts.services import api_token_create
 
+    from chat.models import Conversation, Message
+
     token, _ = api_token_create(user=bob, name="bob's script")
+    conversation = Conversation.objects.create(
+        owner=bob, notebook=bob_notebook, note=bob_note, title="Bob's chat"
+    )
+    Message.objects.create(conversation=conversation, role="user", content="bob's question")
+    answer = Message.objects.create(
+        conversation=conversation, role="assistant", content="bob's answer", status="error"
+    )
     return {
         "notebook": bob_notebook.pk,
         "note": bob_note.pk,
         "token": token.pk,
         "attachment": bob_attachment.pk,
+        "conversation": conversation.pk,
+        "message": answer.pk,
     }
 
 
 def _bobs_data_untouched(ids: dict[str, int]) -> None:
     from attachments.models import NoteAttachment
+    from chat.models import Conversation, Message
+
+    conversation = Conversation.objects.get(pk=ids["conversation"])
+    assert conversation.title == "Bob's chat"
+    assert list(conversation.messages.values_list("content", "status")) == [
+        ("bob's question", "complete"),
+        ("bob's answer", "error"),  # not retried
+    ]
+    assert Message.objects.count() == 2  # nothing asked in his conversation
 
     attachment = NoteAttachment.objects.get(pk=ids["attachment"])
     assert attachment.status == "needs_password"  # not reprocessed, unlocked or deleted
@@ -180,6 +200,12 @@ API_WITH_IDS = {
     ("DELETE", "/api/notes/{note_id}"),
     ("POST", "/api/notes/{note_id}/trash"),
     ("POST", "/api/notes/{note_id}/restore"),
+    ("GET", "/api/conversations/{conversation_id}"),
+    ("PATCH", "/api/conversations/{conversation_id}"),
+    ("DELETE", "/api/conversations/{conversation_id}"),
+    ("GET", "/api/conversations/{conversation_id}/messages"),
+    ("POST", "/api/conversations/{conversation_id}/messages"),
+    ("POST", "/api/messages/{message_id}/retry"),
 }
 # Search takes ids as filters, not in its path; tests/attachments/test_search.py covers them.
 API_WITHOUT_IDS = {
@@ -188,6 +214,8 @@ API_WITHOUT_IDS = {
     ("POST", "/api/notebooks"),
     ("GET", "/api/search"),
     ("POST", "/api/search"),
+    ("GET", "/api/conversations"),
+    ("POST", "/api/conversations"),
 }
 
 
@@ -205,7 +233,7 @@ def test_api_answers_404_for_another_users_objects(method, path, alice_api, bobs
     if path.endswith("/attachments") and method == "POST":
         response = alice_api.post(url, {"files": [_pdf_upload()]})
     else:
-        body = '{"title": "pwned", "body": "pwned", "password": "x"}'
+        body = '{"title": "pwned", "body": "pwned", "password": "x", "content": "pwned?"}'
         response = alice_api.generic(method, url, body, content_type="application/json")
     assert response.status_code == 404, f"{method} {url} answered {response.status_code}"
     _bobs_data_untouched(bobs_objects)

@@ -1,0 +1,191 @@
+"""REST endpoints for chat: conversations, their messages, and asking (JSON or Server-Sent
+Events). Every handler reads through chat.selectors or notes.selectors with request.user."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.core.handlers.asgi import ASGIRequest
+from django.db.models import QuerySet
+from django.http import StreamingHttpResponse
+from ninja import Router, Status
+from ninja.pagination import LimitOffsetPagination, paginate
+
+from chat import runner, selectors, services
+from chat.models import Conversation, Message
+from chat.schemas import (
+    ConversationIn,
+    ConversationOut,
+    ConversationPatch,
+    MessageIn,
+    MessageOut,
+)
+from notebook.types import AuthenticatedHttpRequest
+from notes.selectors import note_get, notebook_get
+
+router = Router(tags=["chat"])
+
+Events = Iterator[tuple[str, dict[str, Any]]]
+SSE_TYPES = ["application/json", "text/event-stream"]  # JSON first: `*/*` means JSON
+# Under ASGI each open event stream waits for its next event in one of these threads (created
+# as needed), kept apart from the loop's default executor so that streams cannot starve it.
+STREAM_WAITERS = ThreadPoolExecutor(max_workers=256, thread_name_prefix="sse")
+
+
+@router.get("/conversations", response=list[ConversationOut])
+@paginate(LimitOffsetPagination)
+def list_conversations(
+    request: AuthenticatedHttpRequest, notebook_id: int | None = None, note_id: int | None = None
+) -> QuerySet[Conversation]:
+    """Your conversations, most recently active first; optionally of one notebook or note."""
+    # (Plain parameters, not a Query schema: @paginate's wrapper cannot resolve the names of
+    # this module's annotations.) Filters name objects: each must be the user's own (404
+    # otherwise), like every other route.
+    if notebook_id is not None:
+        notebook_get(user=request.user, notebook_id=notebook_id)
+    if note_id is not None:
+        note_get(user=request.user, note_id=note_id)
+    conversations = selectors.conversation_list(
+        user=request.user, notebook_id=notebook_id, note_id=note_id
+    )
+    # Meta.ordering does not apply to the selector's GROUP BY (message_count): order here so
+    # that pages are stable.
+    return conversations.order_by("-updated_at", "-pk")
+
+
+@router.post("/conversations", response={201: ConversationOut})
+def create_conversation(
+    request: AuthenticatedHttpRequest, payload: ConversationIn
+) -> Status[Conversation]:
+    """Start a conversation about a notebook (its notes and PDFs) or, with `note_id`, about one
+    note's PDFs (422 if that note is in another notebook)."""
+    notebook = notebook_get(user=request.user, notebook_id=payload.notebook_id)
+    note = None if payload.note_id is None else note_get(user=request.user, note_id=payload.note_id)
+    conversation = services.conversation_create(
+        owner=request.user, notebook=notebook, note=note, title=payload.title
+    )
+    return Status(201, conversation)
+
+
+@router.get("/conversations/{conversation_id}", response=ConversationOut)
+def retrieve_conversation(request: AuthenticatedHttpRequest, conversation_id: int) -> Conversation:
+    return selectors.conversation_get(user=request.user, conversation_id=conversation_id)
+
+
+@router.patch("/conversations/{conversation_id}", response=ConversationOut)
+def update_conversation(
+    request: AuthenticatedHttpRequest, conversation_id: int, payload: ConversationPatch
+) -> Conversation:
+    conversation = selectors.conversation_get(user=request.user, conversation_id=conversation_id)
+    if payload.title is not None:
+        services.conversation_rename(conversation=conversation, title=payload.title)
+    return conversation
+
+
+@router.delete("/conversations/{conversation_id}", response={204: None})
+def delete_conversation(request: AuthenticatedHttpRequest, conversation_id: int) -> Status[None]:
+    """Delete a conversation with all its messages."""
+    conversation = selectors.conversation_get(user=request.user, conversation_id=conversation_id)
+    services.conversation_delete(conversation=conversation)
+    return Status(204, None)
+
+
+@router.get("/conversations/{conversation_id}/messages", response=list[MessageOut])
+@paginate(LimitOffsetPagination)
+def list_messages(request: AuthenticatedHttpRequest, conversation_id: int) -> QuerySet[Message]:
+    """Questions and answers, oldest first, with everything saved on each answer."""
+    return selectors.message_list(user=request.user, conversation_id=conversation_id)
+
+
+@router.post("/conversations/{conversation_id}/messages", response={201: MessageOut})
+def create_message(
+    request: AuthenticatedHttpRequest, conversation_id: int, payload: MessageIn
+) -> Status[Message] | StreamingHttpResponse:
+    """Ask a question. By default, wait and get the finished answer (201; check its `status`).
+    With `Accept: text/event-stream` or `"stream": true`, get Server-Sent Events instead:
+    `message` (question_id, message_id), then `tool`, `token` and `citation` events, ending
+    with `done` or `error`. The answer is saved even if you stop reading."""
+    conversation = selectors.conversation_get(user=request.user, conversation_id=conversation_id)
+    question, answer = services.message_ask(conversation=conversation, content=payload.content)
+    if _wants_stream(request, payload.stream):
+        return _event_stream(request, answer, question_id=question.pk)
+    return Status(201, _finished(request, answer))
+
+
+@router.post("/messages/{message_id}/retry", response=MessageOut)
+def retry_message(
+    request: AuthenticatedHttpRequest, message_id: int, stream: bool = False
+) -> Message | StreamingHttpResponse:
+    """Answer again a question whose answer failed or was interrupted (409 otherwise): the
+    finished answer, or Server-Sent Events with `?stream=true` or `Accept: text/event-stream`
+    (as when asking). No body."""
+    message = selectors.message_get(user=request.user, message_id=message_id)
+    answer = services.message_retry(message=message)
+    if _wants_stream(request, stream):
+        return _event_stream(request, answer, question_id=answer.reply_to_id)
+    return _finished(request, answer)
+
+
+def _wants_stream(request: AuthenticatedHttpRequest, flag: bool) -> bool:
+    return flag or request.get_preferred_type(SSE_TYPES) == "text/event-stream"
+
+
+def _finished(request: AuthenticatedHttpRequest, answer: Message) -> Message:
+    """Generate and wait until the answer is done (or failed, or timed out while the
+    generation goes on), then read it back as saved."""
+    for _event in runner.stream(answer.pk, answer.conversation_id):
+        pass
+    return selectors.message_get(user=request.user, message_id=answer.pk)
+
+
+def _sse(event: str, data: dict[str, Any]) -> bytes:
+    # json.dumps escapes newlines, so each event's data is one `data:` line.
+    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+
+def _event_stream(
+    request: AuthenticatedHttpRequest, answer: Message, *, question_id: int | None
+) -> StreamingHttpResponse:
+    opening = _sse(
+        "message",
+        {
+            "conversation_id": answer.conversation_id,
+            "question_id": question_id,
+            "message_id": answer.pk,
+        },
+    )
+    events = runner.stream(answer.pk, answer.conversation_id)
+    # Django buffers a sync iterator whole under ASGI (and an async one under WSGI): give each
+    # server the kind it streams.
+    content: Iterator[bytes] | AsyncIterator[bytes]
+    if isinstance(request, ASGIRequest):
+        content = _async_frames(opening, events)
+    else:
+        content = _sync_frames(opening, events)
+    response = StreamingHttpResponse(content, content_type="text/event-stream; charset=utf-8")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"  # nginx would otherwise hold the tokens back
+    return response
+
+
+def _sync_frames(opening: bytes, events: Events) -> Iterator[bytes]:
+    yield opening
+    for event, data in events:
+        yield _sse(event, data)
+
+
+def _next_event(events: Events) -> tuple[str, dict[str, Any]] | None:
+    return next(events, None)
+
+
+async def _async_frames(opening: bytes, events: Events) -> AsyncIterator[bytes]:
+    yield opening
+    # Waiting for the next event blocks on a queue: do it in a waiter thread, never on the
+    # event loop. If the client goes away the task is cancelled here; generation goes on.
+    pull = sync_to_async(_next_event, thread_sensitive=False, executor=STREAM_WAITERS)
+    while (item := await pull(events)) is not None:
+        yield _sse(*item)

@@ -7,6 +7,8 @@ closed tab loses nothing: the message is saved as it grows and when it is done.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import queue
 import threading
@@ -26,15 +28,34 @@ def group_name(conversation_id: int) -> str:
     return f"chat.{conversation_id}"
 
 
+_server_loop: asyncio.AbstractEventLoop | None = None
+
+
+def remember_loop() -> None:
+    """Called on the server's event loop (by the consumer): publishing happens there."""
+    global _server_loop
+    _server_loop = asyncio.get_running_loop()
+
+
 def publish(conversation_id: int, event: str, data: dict[str, Any]) -> None:
-    """Send one event to every socket following the conversation."""
+    """Send one event to every socket following the conversation.
+
+    The in-memory channel layer's queues belong to the server's event loop: a send from
+    another loop (async_to_sync in this thread) would queue the event without waking the
+    consumer, so when the server's loop is known the send runs on it."""
     layer = get_channel_layer()
     if layer is None:
         return
+    message = {"type": "chat.event", "event": event, "data": data}
+    loop = _server_loop
     try:
-        async_to_sync(layer.group_send)(
-            group_name(conversation_id), {"type": "chat.event", "event": event, "data": data}
-        )
+        if loop is not None and loop.is_running() and not loop.is_closed():
+            future = asyncio.run_coroutine_threadsafe(
+                layer.group_send(group_name(conversation_id), message), loop
+            )
+            future.result(timeout=10)
+        else:
+            async_to_sync(layer.group_send)(group_name(conversation_id), message)
     except Exception:  # a full or unreachable layer must not stop the answer being saved
         logger.warning("could not publish %s for conversation %s", event, conversation_id)
 
@@ -59,14 +80,22 @@ def run(message_id: int, conversation_id: int, also: Emit | None = None) -> None
             )
     except Exception:
         logger.exception("generation of message %s crashed", message_id)
-        if also is not None:
-            also("error", {"message_id": message_id, "message": "Generation crashed."})
+        from chat.models import Message
+
+        Message.objects.filter(
+            pk=message_id, status__in=(Message.Status.PENDING, Message.Status.STREAMING)
+        ).update(status=Message.Status.ERROR, error="Generation crashed. Try again.")
+        emit("error", {"message_id": message_id, "message": "Generation crashed. Try again."})
     finally:
         connections.close_all()
 
 
 def start(message_id: int, conversation_id: int, also: Emit | None = None) -> threading.Thread:
     """Generate in a background thread of this process (it outlives the request or socket)."""
+    # Called on the server's loop (the consumer): remember it. From a sync view (no loop in
+    # this thread) the loop a consumer remembered is used, if any.
+    with contextlib.suppress(RuntimeError):
+        remember_loop()
     thread = threading.Thread(
         target=run,
         args=(message_id, conversation_id, also),

@@ -1,7 +1,11 @@
-"""WebSocket routes; the chat issue adds /ws/chat/<conversation_id>/ here."""
+"""WebSocket routes."""
 
 from __future__ import annotations
 
-from django.urls import URLPattern
+from django.urls import URLPattern, path
 
-websocket_urlpatterns: list[URLPattern] = []
+from chat.consumers import ChatConsumer
+
+websocket_urlpatterns: list[URLPattern] = [
+    path("ws/chat/<int:conversation_id>/", ChatConsumer.as_asgi()),
+]

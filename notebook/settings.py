@@ -133,7 +133,14 @@ if REDIS_URL:
         "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
     }
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    # One process: the in-memory layer. A socket may fall 1,000 events behind (tokens of a long
+    # answer) before events are dropped; the page reloads the message from the database then.
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels.layers.InMemoryChannelLayer",
+            "CONFIG": {"capacity": 1000},
+        }
+    }
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
 TASK_BROKER = env_choice("TASK_BROKER", ("orm", "redis"), "orm")

@@ -33,6 +33,7 @@ urlpatterns = [
     path("api/", _api_urls()),
     path("", include("notes.urls")),
     path("", include("attachments.urls")),
+    path("", include("chat.urls")),
 ]
 
 admin.site.site_header = "Notebook administration"

@@ -40,6 +40,14 @@ OBJECT_PAGES = {
     "attachments:password": ("attachment", ["POST"]),
     "attachments:unlock": ("attachment", ["POST"]),
     "attachments:notebook_search": ("notebook", ["GET"]),
+    "chat:notebook_conversations": ("notebook", ["GET", "POST"]),
+    "chat:note_conversations": ("note", ["GET", "POST"]),
+    "chat:conversation": ("conversation", ["GET"]),
+    "chat:ask": ("conversation", ["POST"]),
+    "chat:rename": ("conversation", ["GET", "POST"]),
+    "chat:delete": ("conversation", ["GET", "POST"]),
+    "chat:message": ("message", ["GET"]),
+    "chat:retry": ("message", ["POST"]),
 }
 # Pages without an object id: they must still require a login.
 PLAIN_PAGES = {
@@ -77,7 +85,6 @@ def test_every_page_is_covered_by_this_test():
 @pytest.fixture
 def bobs_objects(bob, bob_notebook, bob_note, bob_attachment):
     from accounts.services import api_token_create
-
     from chat.models import Conversation, Message
 
     token, _ = api_token_create(user=bob, name="bob's script")
@@ -109,6 +116,7 @@ def _bobs_data_untouched(ids: dict[str, int]) -> None:
         ("bob's answer", "error"),  # not retried
     ]
     assert Message.objects.count() == 2  # nothing asked in his conversation
+    assert Conversation.objects.count() == 1  # none started on his notebook or note
 
     attachment = NoteAttachment.objects.get(pk=ids["attachment"])
     assert attachment.status == "needs_password"  # not reprocessed, unlocked or deleted
@@ -129,11 +137,13 @@ def test_pages_answer_404_for_another_users_objects(name, alice_client, bobs_obj
     kind, methods = OBJECT_PAGES[name]
     url = _url_for(name, bobs_objects[kind])
     for method in methods:
-        data = {"title": "pwned", "body": "pwned", "description": "pwned", "password": "x"}
+        data = {"title": "pwned", "body": "pwned", "description": "pwned", "password": "x",
+                "content": "pwned?"}  # fmt: skip
         if name == "attachments:upload":
             data["files"] = _pdf_upload()
         response = getattr(alice_client, method.lower())(url, data)
         assert response.status_code == 404, f"{method} {url} answered {response.status_code}"
+    _bobs_data_untouched(bobs_objects)
     bob_note.refresh_from_db()
     assert bob_note.title == "Bob's note"
     assert not bob_note.is_trashed

@@ -1,0 +1,276 @@
+"""The conversation page's WebSocket, `/ws/chat/<conversation_id>/` (htmx's ws extension).
+
+The page sends its ask form (and retry buttons) as JSON; we save through chat.services, start
+generation with chat.runner (a background thread that does not depend on this socket) and
+answer with HTML partials that htmx swaps out of band: the question and an answer placeholder
+at once, the tool activity as a status line, tokens appended as they come, and on `done` (or
+`error`) the whole message rendered again from the database, chips and all.
+
+Every socket of a conversation joins its group, so a second tab, or a tab reloaded while an
+answer is being written, keeps receiving the answer's events.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.http import Http404, HttpRequest
+from django.middleware.csrf import get_token
+from django.template.loader import render_to_string
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from chat import runner, selectors, services
+from chat.forms import AskForm
+from chat.models import Conversation, Message
+from chat.rendering import IN_PROGRESS, present
+
+if TYPE_CHECKING:
+    from notebook.types import User
+
+
+class ShowMessages(TypedDict):
+    """Tell every socket of the conversation to show a new question and its (empty) answer,
+    or, without a question, to show a retried answer as empty again."""
+
+    type: Literal["chat.show"]
+    question_id: int | None
+    answer_id: int
+
+
+class Refused(Exception):
+    """The user may not see this conversation (any more)."""
+
+
+@dataclass
+class Asked:
+    question: Message | None = None
+    answer: Message | None = None
+    form_html: str = ""  # the ask form: emptied, or with the error and the question kept
+
+
+def _csrf_token(scope: dict[str, Any]) -> str:
+    """A form token for the partials we render, from the socket's CSRF cookie, so their
+    forms also work as plain posts."""
+    cookie = scope.get("cookies", {}).get(settings.CSRF_COOKIE_NAME)
+    if not cookie:
+        return ""
+    request = HttpRequest()
+    request.META["CSRF_COOKIE"] = cookie
+    try:
+        return get_token(request)
+    except ValueError:  # a malformed cookie: the form posts would be refused anyway
+        return ""
+
+
+def _conversation(user: User, conversation_id: int) -> Conversation:
+    try:
+        return selectors.conversation_get(user=user, conversation_id=conversation_id)
+    except Http404 as exc:
+        raise Refused from exc
+
+
+def _form_html(conversation: Conversation, form: AskForm, csrf_token: str) -> str:
+    context = {"conversation": conversation, "form": form, "oob": True, "csrf_token": csrf_token}
+    return render_to_string("chat/_ask_form.html", context).strip()
+
+
+def _message_html(message: Message, csrf_token: str, *, oob: bool = True) -> SafeString:
+    context = {"item": present(message), "oob": oob, "csrf_token": csrf_token}
+    return SafeString(render_to_string("chat/_message.html", context).strip())
+
+
+def _fresh(message: Message) -> Message:
+    """A new or retried answer as it starts: empty. Its events follow through the group in
+    order; what the database holds by now was already sent (or is queued) as tokens."""
+    message.status, message.content, message.tool_calls = Message.Status.PENDING, "", []
+    return message
+
+
+def in_progress_answers(user: User, conversation_id: int) -> list[int]:
+    """Answers of the conversation still being written (Refused if it is not the user's)."""
+    _conversation(user, conversation_id)
+    answers = selectors.message_list(user=user, conversation_id=conversation_id).filter(
+        role=Message.Role.ASSISTANT, status__in=IN_PROGRESS
+    )
+    return list(answers.values_list("pk", flat=True))
+
+
+def ask(user: User, conversation_id: int, content: str, csrf_token: str) -> Asked:
+    conversation = _conversation(user, conversation_id)
+    try:
+        question, answer = services.message_ask(conversation=conversation, content=content)
+    except ValidationError as exc:
+        form = AskForm({"content": content})
+        form.is_valid()
+        form.add_error(None, exc)  # a dict of field errors lands on its fields
+        return Asked(form_html=_form_html(conversation, form, csrf_token))
+    return Asked(question, answer, _form_html(conversation, AskForm(), csrf_token))
+
+
+def retry(user: User, conversation_id: int, message_id: int) -> Message | None:
+    """The answer made pending again, or None if it cannot be retried (any more)."""
+    _conversation(user, conversation_id)
+    try:
+        message = selectors.message_get(user=user, message_id=message_id)
+    except Http404:
+        return None
+    if message.conversation_id != conversation_id:
+        return None
+    try:
+        return services.message_retry(message=message)
+    except ValidationError:
+        return None  # already retried (another tab): that retry's events are on their way
+
+
+def show_html(user: User, event: ShowMessages, csrf_token: str) -> str:
+    """The question and placeholder to append, or the retried answer to replace."""
+    answer = _fresh(selectors.message_get(user=user, message_id=event["answer_id"]))
+    if event["question_id"] is None:
+        return _message_html(answer, csrf_token)
+    question = selectors.message_get(user=user, message_id=event["question_id"])
+    html = _message_html(question, csrf_token, oob=False)
+    html += _message_html(answer, csrf_token, oob=False)
+    return format_html(
+        '<div id="message-list" hx-swap-oob="beforeend">{}</div>'
+        '<h1 id="conversation-title" hx-swap-oob="true">{}</h1>',  # the first question names it
+        html,
+        answer.conversation.title,
+    )
+
+
+def message_html(user: User, message_id: int, csrf_token: str) -> str:
+    return _message_html(selectors.message_get(user=user, message_id=message_id), csrf_token)
+
+
+class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels is untyped
+    user: User
+    conversation_id: int
+    csrf_token: str
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close()
+            return
+        self.user = user
+        self.conversation_id = int(self.scope["url_route"]["kwargs"]["conversation_id"])
+        try:
+            answering = await database_sync_to_async(in_progress_answers)(
+                user, self.conversation_id
+            )
+        except Refused:
+            await self.close()
+            return
+        self.csrf_token = _csrf_token(self.scope)
+        self.in_flight: set[int] = set(answering)
+        self.writing: set[int] = set()
+        group = runner.group_name(self.conversation_id)
+        await self.channel_layer.group_add(group, self.channel_name)
+        self.groups.append(group)  # the base class leaves the group on disconnect
+        runner.remember_loop()
+        await self.accept()
+
+    # --- from the page ----------------------------------------------------------------------
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        try:
+            data = json.loads(text_data or "")
+        except ValueError:
+            return
+        if not isinstance(data, dict):
+            return
+        try:
+            if data.get("action") == "retry":
+                await self._retry(data.get("message_id"))
+            else:
+                await self._ask(data.get("content"))
+        except Refused:
+            # The conversation went away or is no longer this user's: say nothing more.
+            await self.close(code=4404)
+
+    async def _ask(self, content: object) -> None:
+        text = content if isinstance(content, str) else ""
+        asked = await database_sync_to_async(ask)(
+            self.user, self.conversation_id, text, self.csrf_token
+        )
+        await self.send(text_data=asked.form_html)
+        if asked.question is None or asked.answer is None:
+            return
+        await self._show(asked.question.pk, asked.answer.pk)
+
+    async def _retry(self, message_id: object) -> None:
+        try:
+            pk = int(str(message_id))
+        except ValueError:
+            return
+        message = await database_sync_to_async(retry)(self.user, self.conversation_id, pk)
+        if message is not None:
+            await self._show(None, message.pk)
+
+    async def _show(self, question_id: int | None, answer_id: int) -> None:
+        """Show the messages in every tab of the conversation, then start the answer: its
+        events queue behind this one."""
+        event: ShowMessages = {
+            "type": "chat.show",
+            "question_id": question_id,
+            "answer_id": answer_id,
+        }
+        await self.channel_layer.group_send(runner.group_name(self.conversation_id), event)
+        runner.start(answer_id, self.conversation_id)
+        self.in_flight.add(answer_id)
+
+    # --- from the group ---------------------------------------------------------------------
+
+    async def chat_show(self, event: ShowMessages) -> None:
+        try:
+            html = await database_sync_to_async(show_html)(self.user, event, self.csrf_token)
+        except Http404:
+            return
+        self.in_flight.add(event["answer_id"])
+        self.writing.discard(event["answer_id"])
+        await self.send(text_data=html)
+
+    async def chat_event(self, event: dict[str, Any]) -> None:
+        name, data = event.get("event"), event.get("data") or {}
+        try:
+            message_id = int(data["message_id"])
+        except (KeyError, TypeError, ValueError):
+            return
+        if name == "token":
+            html: str = format_html(
+                '<span id="message-{}-text" hx-swap-oob="beforeend">{}</span>',
+                message_id,
+                str(data.get("text", "")),
+            )
+            if message_id not in self.writing:
+                self.writing.add(message_id)
+                html += self._status(message_id, "Writing the answer…")
+            await self.send(text_data=html)
+        elif name == "tool":
+            await self.send(text_data=self._status(message_id, f"{data.get('summary', '')}…"))
+        elif name in ("done", "error"):
+            self.in_flight.discard(message_id)
+            self.writing.discard(message_id)
+            try:
+                rendered = await database_sync_to_async(message_html)(
+                    self.user, message_id, self.csrf_token
+                )
+            except Http404:
+                return
+            await self.send(text_data=rendered)
+
+    @staticmethod
+    def _status(message_id: int, text: str) -> str:
+        return format_html(
+            '<p class="tool-status" id="message-{}-status" role="status" '
+            'data-testid="tool-status" hx-swap-oob="true">{}</p>',
+            message_id,
+            text,
+        )

@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+from django import forms
+from django.conf import settings
+
+
+class AskForm(forms.Form):
+    # Length and emptiness are checked by chat.services.message_ask, whose errors land here;
+    # maxlength only spares the user typing past the limit.
+    content = forms.CharField(
+        label="Your question",
+        required=False,
+        strip=False,
+        widget=forms.Textarea(
+            attrs={
+                "rows": 2,
+                "maxlength": settings.CHAT_QUESTION_MAX_CHARS,
+                "placeholder": "Ask a question about these sources…",
+            }
+        ),
+    )
+
+
+class RenameForm(forms.Form):
+    title = forms.CharField(label="Title", max_length=200)

@@ -1,0 +1,198 @@
+"""How a saved message is shown: the answer's Markdown rendered and sanitized, its [n] markers
+turned into citation chips (verified citations only), each linking to the PDF at its page and
+to the page text with the quote marked.
+
+The chips go into the sanitized HTML afterwards, and only into text nodes: a marker inside a
+link title or code never becomes markup, and nothing from the model is trusted on the way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from html import escape
+from html.parser import HTMLParser
+from typing import Any
+from urllib.parse import urlencode
+
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString, mark_safe
+
+from chat.citations import MARKER
+from chat.models import Message
+from notebook.markdown import render_markdown
+
+IN_PROGRESS = (Message.Status.PENDING, Message.Status.STREAMING)
+FAILED = (Message.Status.ERROR, Message.Status.INTERRUPTED)
+# Markers in these stay as they are: a chip inside a link or in code would be wrong.
+_NO_CHIPS = frozenset({"a", "code", "pre"})
+_VOID = frozenset({"br", "hr", "img", "input", "meta", "link", "wbr"})
+
+
+@dataclass(frozen=True)
+class Source:
+    """A verified citation as the page shows it."""
+
+    n: int
+    kind: str  # "document" | "note"
+    label: str  # file name or note title
+    page: int | None
+    quote: str
+    open_url: str  # the PDF at its page, or the note
+    text_url: str  # the page text with the quote highlighted, or the note
+
+
+@dataclass(frozen=True)
+class MessageView:
+    message: Message
+    html: SafeString = field(default_factory=lambda: SafeString(""))
+    sources: list[Source] = field(default_factory=list)
+
+    @property
+    def in_progress(self) -> bool:
+        return self.message.status in IN_PROGRESS
+
+    @property
+    def failed(self) -> bool:
+        return self.message.status in FAILED
+
+    @property
+    def activity(self) -> str:
+        """The last tool the answer used ("Searching documents for ‘…’"), for the status line."""
+        calls = self.message.tool_calls or []
+        last = calls[-1] if calls and isinstance(calls[-1], dict) else {}
+        return str(last.get("summary", ""))
+
+
+def _source(message: Message, citation: dict[str, Any]) -> Source | None:
+    try:
+        n = int(citation["n"])
+        quote = str(citation.get("quote", ""))
+        if citation.get("kind") == "document":
+            page = int(citation["page"])
+            attachment_id = int(citation["attachment_id"])
+            return Source(
+                n=n,
+                kind="document",
+                label=str(citation.get("file", "")),
+                page=page,
+                quote=quote,
+                open_url=f"{reverse('attachments:download', args=[attachment_id])}#page={page}",
+                text_url=reverse("attachments:pages", args=[attachment_id])
+                + "?"
+                + urlencode({"page": page, "quote": quote})
+                + "#quote",
+            )
+        note_url = reverse("notes:note_detail", args=[int(citation["note_id"])])
+        return Source(
+            n=n,
+            kind="note",
+            label=str(citation.get("note_title", "")),
+            page=None,
+            quote=quote,
+            open_url=note_url,
+            text_url=note_url,
+        )
+    except (KeyError, TypeError, ValueError):  # a malformed row shows as unverified
+        return None
+
+
+def sources(message: Message) -> list[Source]:
+    """The message's verified citations, in order of number."""
+    found = (_source(message, c) for c in message.citations or [] if isinstance(c, dict))
+    return sorted((s for s in found if s is not None), key=lambda s: s.n)
+
+
+def _chip(message: Message, source: Source, occurrence: int) -> str:
+    where = f"{source.label}, page {source.page}" if source.page else source.label
+    text_link = (
+        format_html(' · <a href="{}">Show in the page text</a>', source.text_url)
+        if source.kind == "document"
+        else ""
+    )
+    open_label = f"Open the PDF at page {source.page}" if source.page else "Open the note"
+    return format_html(
+        '<span class="cite" data-n="{n}">'
+        '<a class="cite-chip" href="{open}" target="_blank" rel="noopener" '
+        'aria-describedby="cite-{m}-{k}" data-testid="citation-chip">{n}</a>'
+        '<span class="cite-card" role="tooltip" id="cite-{m}-{k}">'
+        '<span class="cite-where">{where}</span> <q class="cite-quote">{quote}</q> '
+        '<span class="cite-links"><a href="{open}" target="_blank" rel="noopener">{open_label}</a>'
+        "{text_link}</span></span></span>",
+        n=source.n,
+        m=message.pk,
+        k=occurrence,
+        open=source.open_url,
+        where=where,
+        quote=source.quote,
+        open_label=open_label,
+        text_link=text_link,
+    )
+
+
+def _unverified(n: str) -> str:
+    return (
+        '<span class="cite-unverified" title="This citation could not be checked against '
+        f'the source, so it is not linked.">[{escape(n)}]</span>'
+    )
+
+
+class _ChipWriter(HTMLParser):
+    """Re-emits sanitized HTML as it is, replacing [n] in text nodes (outside links and code)."""
+
+    def __init__(self, message: Message, shown: list[Source]) -> None:
+        super().__init__(convert_charrefs=True)
+        self.message = message
+        self.sources = {source.n: source for source in shown}
+        self.chips = 0
+        self.out: list[str] = []
+        self.skip = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.out.append(self.get_starttag_text() or "")
+        if tag in _NO_CHIPS and tag not in _VOID:
+            self.skip += 1
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.out.append(self.get_starttag_text() or "")
+
+    def handle_endtag(self, tag: str) -> None:
+        self.out.append(f"</{tag}>")
+        if tag in _NO_CHIPS and self.skip:
+            self.skip -= 1
+
+    def handle_data(self, data: str) -> None:
+        if self.skip:
+            self.out.append(escape(data, quote=False))
+            return
+        pos = 0
+        for match in MARKER.finditer(data):
+            self.out.append(escape(data[pos : match.start()], quote=False))
+            source = self.sources.get(int(match.group(1)))
+            if source is None:
+                self.out.append(_unverified(match.group(1)))
+            else:
+                self.chips += 1
+                self.out.append(_chip(self.message, source, self.chips))
+            pos = match.end()
+        self.out.append(escape(data[pos:], quote=False))
+
+
+def answer_html(message: Message, shown: list[Source] | None = None) -> SafeString:
+    """The answer's Markdown as sanitized HTML with a chip for each verified citation; other
+    markers stay plain, muted text."""
+    if shown is None:
+        shown = sources(message)
+    html = render_markdown(message.content)
+    writer = _ChipWriter(message, shown)
+    writer.feed(html)
+    writer.close()
+    return mark_safe("".join(writer.out))  # noqa: S308 - nh3 output; chips built with format_html
+
+
+def present(message: Message) -> MessageView:
+    """Everything the message partial needs."""
+    if message.role != Message.Role.ASSISTANT or message.status in IN_PROGRESS:
+        return MessageView(message)
+    shown = sources(message) if message.status == Message.Status.COMPLETE else []
+    return MessageView(message, answer_html(message, shown), shown)

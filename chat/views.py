@@ -1,0 +1,186 @@
+"""Chat pages: conversation lists per notebook and per note, the conversation itself, and the
+plain-form fallbacks of what the page otherwise does over its WebSocket (chat.consumers)."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.http import HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods, require_POST
+
+from chat import runner, selectors, services
+from chat.forms import AskForm, RenameForm
+from chat.models import Conversation, Message
+from chat.rendering import present
+from notebook.types import AuthenticatedHttpRequest
+from notes.selectors import note_get, notebook_get
+
+LIST = "chat/conversation_list.html"
+PAGE = "chat/conversation.html"
+MESSAGE = "chat/_message.html"
+
+
+def _list_url(conversation: Conversation) -> str:
+    if conversation.note_id is not None:
+        return reverse("chat:note_conversations", args=[conversation.note_id])
+    return reverse("chat:notebook_conversations", args=[conversation.notebook_id])
+
+
+def _answer_url(conversation: Conversation, message: Message) -> str:
+    return reverse("chat:conversation", args=[conversation.pk]) + f"#message-{message.pk}"
+
+
+def _start_on_commit(message: Message) -> None:
+    transaction.on_commit(partial(runner.start, message.pk, message.conversation_id))
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def notebook_conversations(request: AuthenticatedHttpRequest, notebook_id: int) -> HttpResponse:
+    """The notebook's conversations (about it or about one of its notes); POST starts one about
+    the whole notebook."""
+    notebook = notebook_get(user=request.user, notebook_id=notebook_id)
+    if request.method == "POST":
+        conversation = services.conversation_create(owner=request.user, notebook=notebook)
+        return redirect("chat:conversation", conversation_id=conversation.pk)
+    conversations = selectors.conversation_list(user=request.user, notebook_id=notebook.pk)
+    context = {"notebook": notebook, "note": None, "conversations": conversations}
+    return render(request, LIST, context)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def note_conversations(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
+    """The conversations about one note's PDFs; POST starts one."""
+    note = note_get(user=request.user, note_id=note_id)
+    if request.method == "POST":
+        if note.is_trashed:
+            messages.error(request, "This note is in the trash. Restore it to ask about it.")
+            return redirect("notes:note_detail", note_id=note.pk)
+        conversation = services.conversation_create(
+            owner=request.user, notebook=note.notebook, note=note
+        )
+        return redirect("chat:conversation", conversation_id=conversation.pk)
+    conversations = selectors.conversation_list(user=request.user, note_id=note.pk)
+    context = {"notebook": note.notebook, "note": note, "conversations": conversations}
+    return render(request, LIST, context)
+
+
+def _conversation_page(
+    request: AuthenticatedHttpRequest, conversation: Conversation, form: AskForm
+) -> HttpResponse:
+    items = [
+        present(m)
+        for m in selectors.message_list(user=request.user, conversation_id=conversation.pk)
+    ]
+    context = {
+        "conversation": conversation,
+        "items": items,
+        "form": form,
+        "live": any(item.in_progress for item in items),
+    }
+    return render(request, PAGE, context)
+
+
+@login_required
+@require_http_methods(["GET"])
+def conversation_detail(request: AuthenticatedHttpRequest, conversation_id: int) -> HttpResponse:
+    conversation = selectors.conversation_get(user=request.user, conversation_id=conversation_id)
+    return _conversation_page(request, conversation, AskForm())
+
+
+@login_required
+@require_POST
+def conversation_ask(request: AuthenticatedHttpRequest, conversation_id: int) -> HttpResponse:
+    """Without the socket: save the question, start the answer, show the page (which polls
+    the answer until it is written)."""
+    conversation = selectors.conversation_get(user=request.user, conversation_id=conversation_id)
+    form = AskForm(request.POST)
+    if form.is_valid():
+        try:
+            _, answer = services.message_ask(
+                conversation=conversation, content=form.cleaned_data["content"]
+            )
+        except ValidationError as exc:
+            form.add_error(None, exc)  # a dict of field errors lands on its fields
+        else:
+            _start_on_commit(answer)
+            return redirect(_answer_url(conversation, answer))
+    return _conversation_page(request, conversation, form)
+
+
+def _row(request: AuthenticatedHttpRequest, conversation_id: int) -> HttpResponse:
+    """A row of the list (with its message count), after a rename in place."""
+    conversation = selectors.conversation_list(user=request.user).get(pk=conversation_id)
+    return render(request, f"{LIST}#conversation-row", {"conversation": conversation})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def conversation_rename(request: AuthenticatedHttpRequest, conversation_id: int) -> HttpResponse:
+    conversation = selectors.conversation_get(user=request.user, conversation_id=conversation_id)
+    form = RenameForm(
+        request.POST or None,
+        initial={"title": conversation.title},
+        auto_id=f"id_conversation{conversation.pk}_%s",
+    )
+    if request.method == "POST" and form.is_valid():
+        try:
+            services.conversation_rename(
+                conversation=conversation, title=form.cleaned_data["title"]
+            )
+        except ValidationError as exc:
+            form.add_error(None, exc)
+        else:
+            if request.htmx:
+                return _row(request, conversation.pk)
+            return redirect("chat:conversation", conversation_id=conversation.pk)
+    elif request.htmx and request.GET.get("cancel"):
+        return _row(request, conversation.pk)
+    template = "chat/conversation_rename.html"
+    if request.htmx:
+        template += "#rename-form"
+    context = {"conversation": conversation, "form": form, "list_url": _list_url(conversation)}
+    return render(request, template, context)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def conversation_delete(request: AuthenticatedHttpRequest, conversation_id: int) -> HttpResponse:
+    conversation = selectors.conversation_get(user=request.user, conversation_id=conversation_id)
+    if request.method == "POST":
+        back = _list_url(conversation)
+        title = conversation.title
+        services.conversation_delete(conversation=conversation)
+        if request.htmx:
+            return HttpResponse("")
+        messages.success(request, f"Deleted the conversation “{title}”.")
+        return redirect(back)
+    return render(request, "chat/conversation_delete.html", {"conversation": conversation})
+
+
+@login_required
+@require_http_methods(["GET"])
+def message_detail(request: AuthenticatedHttpRequest, message_id: int) -> HttpResponse:
+    """One message as the page shows it; an answer being written polls itself with this."""
+    message = selectors.message_get(user=request.user, message_id=message_id)
+    return render(request, MESSAGE, {"item": present(message)})
+
+
+@login_required
+@require_POST
+def message_retry(request: AuthenticatedHttpRequest, message_id: int) -> HttpResponse:
+    message = selectors.message_get(user=request.user, message_id=message_id)
+    try:
+        message = services.message_retry(message=message)
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+    else:
+        _start_on_commit(message)
+    return redirect(_answer_url(message.conversation, message))

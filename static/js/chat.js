@@ -1,0 +1,79 @@
+// The conversation page. htmx's ws extension does the talking (forms with ws-send go over the
+// socket, the server answers with out-of-band partials); this file only decides when the
+// plain fallbacks apply. No inline scripts: everything is wired here.
+//
+// - While the socket is down, forms submit as ordinary posts and answers being written poll
+//   their partial every second. While it is up, polls are skipped unless the socket has been
+//   quiet for a while (an event lost on the way is then healed from the database).
+// - When the socket (re)opens, answers being written are fetched once, so the page catches up
+//   with whatever was written between the page load (or the disconnect) and now.
+// - Enter sends the question; Shift+Enter starts a new line.
+(function () {
+  "use strict";
+
+  const QUIET_MS = 3000;
+  let lastEvent = 0;
+
+  function chat() {
+    return document.getElementById("chat");
+  }
+
+  function socketOpen() {
+    const root = chat();
+    return !!root && root.dataset.socket === "open";
+  }
+
+  document.addEventListener("htmx:wsOpen", function (event) {
+    const root = event.target.closest ? event.target.closest("#chat") : null;
+    if (!root) return;
+    root.dataset.socket = "open";
+    lastEvent = Date.now();
+    root.querySelectorAll("[data-poll]").forEach(function (message) {
+      window.htmx.trigger(message, "chat:refresh");
+    });
+  });
+
+  document.addEventListener("htmx:wsClose", function (event) {
+    const root = event.target.closest ? event.target.closest("#chat") : null;
+    if (root) root.dataset.socket = "closed";
+  });
+
+  document.addEventListener("htmx:wsAfterMessage", function (event) {
+    lastEvent = Date.now();
+    const message = event.detail && event.detail.message;
+    if (typeof message === "string" && message.indexOf('id="message-list"') !== -1) {
+      const list = document.getElementById("message-list");
+      const newest = list && list.lastElementChild;
+      if (newest) newest.scrollIntoView({ block: "end", behavior: "smooth" });
+    }
+  });
+
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    const elt = event.detail && event.detail.elt;
+    if (!elt || !elt.hasAttribute || !elt.hasAttribute("data-poll")) return;
+    const trigger = event.detail.requestConfig && event.detail.requestConfig.triggeringEvent;
+    if (trigger && trigger.type === "chat:refresh") return;
+    if (socketOpen() && Date.now() - lastEvent < QUIET_MS) event.preventDefault();
+  });
+
+  // Runs before the ws extension's own submit handler (capture phase, at the document): with
+  // the socket down, let the browser post the form instead of queueing it for a socket that
+  // may never open.
+  document.addEventListener(
+    "submit",
+    function (event) {
+      const form = event.target;
+      if (!form.hasAttribute || !form.hasAttribute("ws-send") || socketOpen()) return;
+      event.stopImmediatePropagation();
+    },
+    true
+  );
+
+  document.addEventListener("keydown", function (event) {
+    const field = event.target;
+    if (event.key !== "Enter" || event.shiftKey || event.isComposing) return;
+    if (!field.matches || !field.matches("#ask-form textarea")) return;
+    event.preventDefault();
+    if (field.value.trim()) field.form.requestSubmit();
+  });
+})();

@@ -1,0 +1,431 @@
+"""The conversation socket, through the real ASGI application (origin check, session auth,
+URL routing) with Channels' WebsocketCommunicator. Answers come from the offline extractive
+answerer over a real PDF in the runner's background thread, so these tests commit."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.conf import settings
+from django.test import Client
+
+from chat import agent, runner, services
+from chat.extractive import ExtractiveAnswerer
+from chat.models import Conversation, Message
+from notebook.asgi import application
+from notes.services import note_create
+from tests.attachments.test_pipeline import ingest
+from tests.conftest import upload
+from tests.factories import NotebookFactory
+
+pytestmark = pytest.mark.django_db(transaction=True)
+QUESTION = "Why does the url package refuse to break a line between two consecutive colons?"
+TIMEOUT = 30  # seconds for any one frame
+
+
+@pytest.fixture
+def library(alice):
+    notebook = NotebookFactory.create(owner=alice, title="TeX")
+    note = note_create(notebook=notebook, author=alice, title="URLs in LaTeX")
+    attachment = ingest(upload(alice, note, "url.pdf"))
+    assert attachment.status == "ready"
+    return {"notebook": notebook, "note": note}
+
+
+@pytest.fixture
+def conversation(alice, library) -> Conversation:
+    return services.conversation_create(
+        owner=alice, notebook=library["notebook"], note=library["note"]
+    )
+
+
+@pytest.fixture
+def bare(alice) -> Conversation:
+    """A conversation about a note without PDFs (nothing to answer from): for the tests that
+    never get as far as an answer."""
+    notebook = NotebookFactory.create(owner=alice, title="Empty")
+    note = note_create(notebook=notebook, author=alice, title="Nothing yet")
+    return services.conversation_create(owner=alice, notebook=notebook, note=note)
+
+
+def cookies_of(user) -> bytes:
+    client = Client()
+    client.force_login(user)
+    client.get("/")  # sets the CSRF cookie too
+    return "; ".join(f"{k}={v.value}" for k, v in client.cookies.items()).encode()
+
+
+def socket(conversation_id: int, cookie: bytes = b"", origin: bytes = b"http://localhost"):
+    headers = [(b"origin", origin), (b"host", b"localhost")]
+    if cookie:
+        headers.append((b"cookie", cookie))
+    return WebsocketCommunicator(application, f"/ws/chat/{conversation_id}/", headers=headers)
+
+
+def run(go: Callable[[], Awaitable[Any]]) -> Any:
+    return async_to_sync(go)()
+
+
+def ask_frame(content: str) -> str:
+    """What htmx's ws extension sends for the ask form (values plus HEADERS)."""
+    return json.dumps(
+        {"csrfmiddlewaretoken": "x", "action": "ask", "content": content,
+         "HEADERS": {"HX-Request": "true", "HX-Trigger": "ask-form", "X-CSRFToken": "x"}}
+    )  # fmt: skip
+
+
+async def frames_until(
+    communicator: WebsocketCommunicator, done: Callable[[str], bool], limit: int = 2000
+) -> list[str]:
+    frames: list[str] = []
+    for _ in range(limit):
+        frame = await communicator.receive_from(timeout=TIMEOUT)
+        frames.append(frame)
+        if done(frame):
+            return frames
+    raise AssertionError(f"no final frame in {limit}: {frames[-3:]}")
+
+
+def final(message_id: int) -> Callable[[str], bool]:
+    def is_final(frame: str) -> bool:
+        return f'<article id="message-{message_id}"' in frame and "data-poll" not in frame
+
+    return is_final
+
+
+def tokens_in(frames: list[str], message_id: int) -> str:
+    pattern = rf'<span id="message-{message_id}-text" hx-swap-oob="beforeend">(.*?)</span>'
+    return "".join(html.unescape(m) for f in frames for m in re.findall(pattern, f, flags=re.S))
+
+
+def answer_id_in(frame: str) -> int:
+    ids = re.findall(r'<article id="message-(\d+)"', frame)
+    assert len(ids) == 2, frame
+    return int(ids[1])
+
+
+def wait_until_finished(message_id: int, seconds: float = 60) -> Message:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        message = Message.objects.get(pk=message_id)
+        if message.status in (Message.Status.COMPLETE, Message.Status.ERROR):
+            return message
+        time.sleep(0.05)
+    raise AssertionError(f"message {message_id} is still {message.status}")
+
+
+class Gated:
+    """The real extractive answerer, paused mid-answer until the test says go. Before pausing
+    it waits long enough for the agent to save the text so far (a reload shows it)."""
+
+    name = "extractive"
+
+    def __init__(self, after_tokens: int) -> None:
+        self.inner = ExtractiveAnswerer()
+        self.after_tokens = after_tokens
+        self.paused = threading.Event()
+        self.go = threading.Event()
+
+    def run(self, question: str, history: list[tuple[str, str]], context: Any) -> Iterator[Any]:
+        tokens = 0
+        for event in self.inner.run(question, history, context):
+            if type(event).__name__ == "Token":
+                tokens += 1
+                if tokens == self.after_tokens:
+                    time.sleep(agent.SAVE_EVERY + 0.1)  # this token's arrival saves the text
+                if tokens == self.after_tokens + 1:
+                    self.paused.set()
+                    assert self.go.wait(60)
+            yield event
+
+
+# --- who may connect --------------------------------------------------------------------------
+
+
+def test_an_anonymous_socket_is_closed(bare):
+    async def go() -> bool:
+        communicator = socket(bare.pk)
+        connected, _ = await communicator.connect()
+        await communicator.disconnect()
+        return bool(connected)
+
+    assert run(go) is False
+
+
+@pytest.mark.parametrize("origin", [b"https://evil.example", b"null"])
+def test_a_socket_from_a_foreign_origin_is_refused(alice, bare, origin):
+    cookie = cookies_of(alice)
+
+    async def go() -> bool:
+        communicator = socket(bare.pk, cookie, origin=origin)
+        connected, _ = await communicator.connect()
+        await communicator.disconnect()
+        return bool(connected)
+
+    assert run(go) is False
+
+
+def test_alice_connects_to_her_conversation(alice, bare):
+    cookie = cookies_of(alice)
+
+    async def go() -> bool:
+        communicator = socket(bare.pk, cookie)
+        connected, _ = await communicator.connect()
+        await communicator.disconnect()
+        return bool(connected)
+
+    assert run(go) is True
+
+
+def test_bob_cannot_open_alices_conversation(bob, bare):
+    cookie = cookies_of(bob)
+
+    async def go() -> list[bool]:
+        results = []
+        for conversation_id in (bare.pk, 999_999):
+            communicator = socket(conversation_id, cookie)
+            connected, _ = await communicator.connect()
+            await communicator.disconnect()
+            results.append(bool(connected))
+        return results
+
+    assert run(go) == [False, False]
+
+
+def test_bob_cannot_post_to_or_retry_in_alices_conversation(alice, bob, bare):
+    """Bob, on his own conversation's socket, names Alice's failed answer: nothing happens."""
+    question = Message.objects.create(conversation=bare, role="user", content=QUESTION)
+    alices_answer = Message.objects.create(
+        conversation=bare, role="assistant", reply_to=question, status="error", error="down"
+    )
+    bobs_book = NotebookFactory.create(owner=bob)
+    bobs = services.conversation_create(owner=bob, notebook=bobs_book)
+    cookie = cookies_of(bob)
+
+    async def go() -> None:
+        communicator = socket(bobs.pk, cookie)
+        assert (await communicator.connect())[0]
+        await communicator.send_to(
+            text_data=json.dumps({"action": "retry", "message_id": alices_answer.pk})
+        )
+        assert await communicator.receive_nothing(timeout=0.5)
+        await communicator.disconnect()
+
+    run(go)
+    alices_answer.refresh_from_db()
+    assert (alices_answer.status, alices_answer.error) == ("error", "down")
+    assert Message.objects.count() == 2
+
+
+def test_a_conversation_that_goes_away_closes_its_socket(alice, bare):
+    """Ownership is checked again on every message, not only on connect."""
+    cookie = cookies_of(alice)
+    delete = database_sync_to_async(services.conversation_delete)
+
+    async def go() -> dict[str, Any]:
+        communicator = socket(bare.pk, cookie)
+        assert (await communicator.connect())[0]
+        await delete(conversation=bare)
+        await communicator.send_to(text_data=ask_frame(QUESTION))
+        output = await communicator.receive_output(timeout=TIMEOUT)
+        await communicator.wait()
+        return dict(output)
+
+    assert run(go) == {"type": "websocket.close", "code": 4404}
+    assert not Message.objects.exists()
+
+
+# --- asking -----------------------------------------------------------------------------------
+
+
+def test_a_question_streams_tokens_then_the_rendered_answer(alice, conversation):
+    cookie = cookies_of(alice)
+
+    async def go() -> list[str]:
+        communicator = socket(conversation.pk, cookie)
+        assert (await communicator.connect())[0]
+        await communicator.send_to(text_data=ask_frame(QUESTION))
+        form = await communicator.receive_from(timeout=TIMEOUT)
+        shown = await communicator.receive_from(timeout=TIMEOUT)
+        answer_id = answer_id_in(shown)
+        rest = await frames_until(communicator, final(answer_id))
+        await communicator.disconnect()
+        return [form, shown, *rest]
+
+    form, shown, *rest = run(go)
+    question, answer = Message.objects.order_by("pk")
+    # The ask form comes back empty; the question and a placeholder are appended at once.
+    assert form.startswith('<form id="ask-form"')
+    assert 'hx-swap-oob="true"' in form
+    assert "</textarea>" in form
+    assert QUESTION not in form
+    assert shown.startswith('<div id="message-list" hx-swap-oob="beforeend">')
+    assert QUESTION in shown
+    assert f'<h1 id="conversation-title" hx-swap-oob="true">{QUESTION[:80]}</h1>' in shown
+    assert f'id="message-{answer.pk}-text"' in shown
+    assert "Thinking…" in shown
+    # Tool activity, then tokens, then the whole message from the database.
+    status = next(f for f in rest if 'data-testid="tool-status"' in f)
+    assert "Searching documents for ‘" in status
+    assert rest.index(status) < next(i for i, f in enumerate(rest) if "beforeend" in f)
+    assert answer.status == "complete"
+    assert tokens_in(rest, answer.pk) == answer.content
+    last = rest[-1]
+    assert last.startswith(f'<article id="message-{answer.pk}"')
+    assert 'hx-swap-oob="true"' in last
+    assert "status-complete" in last
+    assert "DECnet" in last
+    assert 'data-testid="citation-chip"' in last
+    assert "Extractive answer" in last
+    assert 'name="csrfmiddlewaretoken" value="' in last  # its forms also work as plain posts
+    assert question.content == QUESTION
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["", "   ", "x" * (settings.CHAT_QUESTION_MAX_CHARS + 1), "Anything to read?"],
+    ids=["empty", "blank", "long", "nothing-to-search"],
+)
+def test_a_refused_question_gets_the_form_back_with_an_error_and_nothing_is_saved(
+    alice, bare, content
+):
+    cookie = cookies_of(alice)
+
+    async def go() -> tuple[str, bool]:
+        communicator = socket(bare.pk, cookie)
+        assert (await communicator.connect())[0]
+        await communicator.send_to(text_data=ask_frame(content))
+        frame = await communicator.receive_from(timeout=TIMEOUT)
+        quiet = await communicator.receive_nothing(timeout=0.3)
+        await communicator.disconnect()
+        return frame, quiet
+
+    frame, quiet = run(go)
+    assert frame.startswith('<form id="ask-form"')
+    assert 'hx-swap-oob="true"' in frame
+    assert 'data-testid="ask-error"' in frame
+    assert ("Type a question first." in frame) == (not content.strip())
+    assert ("There is nothing to search here yet" in frame) == (content == "Anything to read?")
+    if content.strip():
+        assert f">\n{content}</textarea>" in frame  # what was typed is kept
+    assert quiet
+    assert not Message.objects.exists()
+
+
+def test_nonsense_frames_are_ignored(alice, bare):
+    cookie = cookies_of(alice)
+
+    async def go() -> bool:
+        communicator = socket(bare.pk, cookie)
+        assert (await communicator.connect())[0]
+        for text in ("not json", "[1, 2]", '{"action": "retry", "message_id": "x"}'):
+            await communicator.send_to(text_data=text)
+        quiet = bool(await communicator.receive_nothing(timeout=0.3))
+        await communicator.disconnect()
+        return quiet
+
+    assert run(go)
+    assert not Message.objects.exists()
+
+
+def test_a_failed_answer_is_retried_over_the_socket(alice, conversation):
+    _, answer = services.message_ask(conversation=conversation, content=QUESTION)
+    Message.objects.filter(pk=answer.pk).update(status="error", error="The model was down.")
+    cookie = cookies_of(alice)
+
+    async def go() -> list[str]:
+        communicator = socket(conversation.pk, cookie)
+        assert (await communicator.connect())[0]
+        await communicator.send_to(
+            text_data=json.dumps({"action": "retry", "message_id": str(answer.pk)})
+        )
+        frames = await frames_until(communicator, final(answer.pk))
+        await communicator.disconnect()
+        return frames
+
+    frames = run(go)
+    assert frames[0].startswith(f'<article id="message-{answer.pk}"')
+    assert "Thinking…" in frames[0]
+    assert "status-complete" in frames[-1]
+    answer.refresh_from_db()
+    assert (answer.status, answer.error) == ("complete", "")
+    assert Message.objects.count() == 2
+
+
+# --- leaving and coming back ------------------------------------------------------------------
+
+
+def test_leaving_mid_answer_still_saves_the_whole_answer(alice, conversation, monkeypatch):
+    gated = Gated(after_tokens=3)
+    monkeypatch.setattr(agent, "get_answerer", lambda: gated)
+    cookie = cookies_of(alice)
+
+    async def go() -> tuple[int, str]:
+        communicator = socket(conversation.pk, cookie)
+        assert (await communicator.connect())[0]
+        await communicator.send_to(text_data=ask_frame(QUESTION))
+        await communicator.receive_from(timeout=TIMEOUT)  # the form
+        answer_id = answer_id_in(await communicator.receive_from(timeout=TIMEOUT))
+        frames = await frames_until(communicator, lambda f: tokens_in([f], answer_id) != "")
+        frames += [await communicator.receive_from(timeout=TIMEOUT) for _ in range(2)]
+        await communicator.disconnect()
+        return answer_id, tokens_in(frames, answer_id)
+
+    answer_id, seen = run(go)
+    assert gated.paused.wait(30)
+    assert Message.objects.get(pk=answer_id).status == "streaming"
+    gated.go.set()
+    saved = wait_until_finished(answer_id)
+    assert saved.status == "complete"
+    assert saved.content.startswith(seen)
+    assert len(saved.content) > len(seen)
+    assert saved.citations
+    assert "DECnet" in saved.content
+
+
+def test_a_reload_mid_answer_shows_the_text_so_far_and_keeps_streaming(
+    alice, alice_client, conversation, monkeypatch
+):
+    gated = Gated(after_tokens=3)
+    monkeypatch.setattr(agent, "get_answerer", lambda: gated)
+    cookie = cookies_of(alice)
+    _, answer = services.message_ask(conversation=conversation, content=QUESTION)
+
+    runner.start(answer.pk, conversation.pk)  # as the socket that asked would have
+    assert gated.paused.wait(30)
+
+    # The reloaded page, rendered from the database: the text so far, still being written.
+    page = alice_client.get(f"/chats/{conversation.pk}/").content.decode()
+    so_far = Message.objects.get(pk=answer.pk).content
+    assert so_far
+    assert "Still being written…" in page
+    assert (
+        f'<div class="streaming-text" id="message-{answer.pk}-text">{html.escape(so_far)}' in page
+    )
+    assert f'hx-get="/chats/messages/{answer.pk}/"' in page
+
+    # Its socket joins the conversation and receives the rest, without a second generation.
+    async def go() -> list[str]:
+        communicator = socket(conversation.pk, cookie)
+        assert (await communicator.connect())[0]
+        gated.go.set()
+        frames = await frames_until(communicator, final(answer.pk))
+        await communicator.disconnect()
+        return frames
+
+    frames = run(go)
+    saved = wait_until_finished(answer.pk)
+    assert saved.status == "complete"
+    assert so_far + tokens_in(frames, answer.pk) == saved.content
+    assert "status-complete" in frames[-1]
+    assert Message.objects.count() == 2

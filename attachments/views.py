@@ -118,10 +118,10 @@ def attachment_pages(request: AuthenticatedHttpRequest, attachment_id: int) -> H
     page_number = request.GET.get("page", "")
     found = None
     for page in pages:
-        page.marked = None  # type: ignore[attr-defined]
+        marked = mark_quote(page.text, quote) if quote and page_number == str(page.number) else None
         if quote and page_number == str(page.number):
-            page.marked = mark_quote(page.text, quote)  # type: ignore[attr-defined]
-            found = page.marked is not None
+            found = marked is not None
+        setattr(page, "marked", marked)  # noqa: B010 - read by the template
     context = {"attachment": attachment, "pages": pages, "quote": quote, "quote_found": found}
     return render(request, "attachments/pages.html", context)
 

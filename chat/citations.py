@@ -46,7 +46,8 @@ def verify(
     content: str, sources: list[dict[str, Any]], quotes: dict[int, list[str]]
 ) -> tuple[list[dict[str, Any]], int]:
     """(citations to show, number refused). A citation is shown when its number names a
-    source and its quote occurs in that source's text; the first verified quote is kept."""
+    source and its quote occurs in that source's text; every verified quote of a source is
+    kept (one citation each), and a cited source with none is refused once."""
     shown: list[dict[str, Any]] = []
     refused = 0
     texts: dict[int, str] = {}
@@ -57,15 +58,18 @@ def verify(
         source = sources[n - 1]
         if n not in texts:
             texts[n] = normalise(source_text(source))
-        quote = next(
-            (q for q in quotes.get(n, []) if normalise(q) and normalise(q) in texts[n]), None
+        verified = list(
+            dict.fromkeys(
+                normalise(q) for q in quotes.get(n, []) if normalise(q) and normalise(q) in texts[n]
+            )
         )
-        if quote is None:
+        if not verified:
             refused += 1
             continue
-        citation = {"n": n, "kind": source["kind"], "quote": normalise(quote)}
-        for key in ("attachment_id", "file", "page", "chunk_id", "note_id", "note_title"):
-            if key in source:
-                citation[key] = source[key]
-        shown.append(citation)
+        for quote in verified:
+            citation = {"n": n, "kind": source["kind"], "quote": quote}
+            for key in ("attachment_id", "file", "page", "chunk_id", "note_id", "note_title"):
+                if key in source:
+                    citation[key] = source[key]
+            shown.append(citation)
     return shown, refused

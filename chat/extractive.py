@@ -113,11 +113,25 @@ def terms(text: str) -> set[str]:
     return set(_stemmer().stemWords(words))
 
 
+_NUMBERED_HEADING = re.compile(r"^\s*\d+(?:\.\d+)*\.?\s+\S.{0,70}$")
+
+
 def sentences(text: str) -> list[str]:
-    """Sentences of a passage, whitespace collapsed; list markers and page furniture dropped."""
-    flat = " ".join(text.split())
+    """Sentences of a passage, whitespace collapsed; numbered headings ("5.2 Changing
+    linebreaks") kept apart from the sentence after them; list markers and page furniture
+    dropped."""
+    lines = text.splitlines()
+    blocks: list[str] = []
+    current: list[str] = []
+    for line in lines:
+        if _NUMBERED_HEADING.match(line) and not line.rstrip().endswith((".", ",", ";")):
+            blocks += [" ".join(current), line]
+            current = []
+        else:
+            current.append(line)
+    blocks.append(" ".join(current))
     out = []
-    for piece in _SENTENCE_END.split(flat):
+    for piece in (p for block in blocks for p in _SENTENCE_END.split(" ".join(block.split()))):
         piece = piece.strip()
         letters = sum(ch.isalpha() for ch in piece)
         if MIN_SENTENCE_CHARS <= len(piece) <= MAX_SENTENCE_CHARS and letters >= len(piece) * 0.5:

@@ -143,7 +143,11 @@ class _ChipWriter(HTMLParser):
     def __init__(self, message: Message, shown: list[Source]) -> None:
         super().__init__(convert_charrefs=True)
         self.message = message
-        self.sources = {source.n: source for source in shown}
+        # A source may be quoted more than once: the k-th [n] shows its k-th quote.
+        self.sources: dict[int, list[Source]] = {}
+        for source in shown:
+            self.sources.setdefault(source.n, []).append(source)
+        self.seen: dict[int, int] = {}
         self.chips = 0
         self.out: list[str] = []
         self.skip = 0
@@ -168,10 +172,13 @@ class _ChipWriter(HTMLParser):
         pos = 0
         for match in MARKER.finditer(data):
             self.out.append(escape(data[pos : match.start()], quote=False))
-            source = self.sources.get(int(match.group(1)))
-            if source is None:
+            n = int(match.group(1))
+            quotes = self.sources.get(n)
+            if not quotes:
                 self.out.append(_unverified(match.group(1)))
             else:
+                source = quotes[min(self.seen.get(n, 0), len(quotes) - 1)]
+                self.seen[n] = self.seen.get(n, 0) + 1
                 self.chips += 1
                 self.out.append(_chip(self.message, source, self.chips))
             pos = match.end()

@@ -128,6 +128,10 @@ def test_citations_are_shown_only_when_the_quote_is_on_the_page(library):
     assert shown[0]["quote"] == " ".join(sentence.split())
     assert refused == 1
     assert verify("See [7].", [source], {7: [sentence]}) == ([], 1)  # no such source
+    other = next(s for s in sentences(page) if len(s) > 40 and s != sentence)
+    both, refused = verify("X [1]. Y [1].", [source], {1: [sentence, other, "made up"]})
+    assert [c["quote"] for c in both] == [" ".join(sentence.split()), " ".join(other.split())]
+    assert refused == 0  # the source is cited with verified quotes
 
 
 def test_an_answer_is_generated_once(alice, library):

@@ -31,6 +31,11 @@ Key = tuple[Kind, int]  # ("document", chunk id) or ("note", note id)
 K1 = 1.2
 B = 0.75
 RRF_K = 60
+# A lexeme in more than max(COMMON_MIN_DF, COMMON_SHARE × N) passages in scope does not bring
+# candidates of its own (it still scores the candidates the rarer lexemes bring): on 100k
+# chunks "file" or "use" would otherwise make BM25 read tens of thousands of tsvectors.
+COMMON_MIN_DF = 1000
+COMMON_SHARE = 0.05
 MAX_QUERY_CHARS = 2000
 EF_SEARCH = 100
 WINDOWS_PER_HIT = 3  # vector rows fetched per wanted hit: a long chunk has several windows
@@ -128,7 +133,7 @@ def scoped_notes(*, user: User, scope: Scope) -> tuple[str, tuple[Any, ...]]:
 _LEXICAL_SQL = """
 WITH scope AS MATERIALIZED ({scope}),
 note_scope AS MATERIALIZED ({note_scope}),
-stats AS (  -- the collection is every chunk and note in scope
+stats AS MATERIALIZED (  -- the collection is every chunk and note in scope
     SELECT sum(n) AS n, sum(total)::float / greatest(sum(n), 1) AS avgdl FROM (
         SELECT count(*) AS n, coalesce(sum(c.token_len), 0) AS total
         FROM attachments_documentchunk c WHERE c.attachment_id IN (SELECT id FROM scope)
@@ -139,17 +144,33 @@ stats AS (  -- the collection is every chunk and note in scope
 ),
 configs AS (SELECT search_config AS cfg FROM scope UNION SELECT search_config FROM note_scope),
 terms AS (  -- the query's lexemes in each text search configuration present in the scope
-    SELECT cfg, unnest(tsvector_to_array(to_tsvector(
+    SELECT DISTINCT cfg, unnest(tsvector_to_array(to_tsvector(
         cfg::regconfig, CASE WHEN cfg = 'simple' THEN unaccent(%s) ELSE %s END
     ))) AS lexeme
     FROM configs
 ),
-queries AS (
-    SELECT cfg, array_agg(lexeme) AS lexemes,
-           array_to_string(array_agg(quote_literal(lexeme)), ' | ')::tsquery AS tsq
-    FROM terms GROUP BY cfg
+df AS MATERIALIZED (  -- document frequency of each lexeme in scope, counted with the GIN index
+    SELECT t.cfg, t.lexeme, (
+        SELECT count(*) FROM scope s JOIN attachments_documentchunk c ON c.attachment_id = s.id
+        WHERE s.search_config = t.cfg AND c.search_vector @@ quote_literal(t.lexeme)::tsquery
+    ) + (
+        SELECT count(*) FROM note_scope ns JOIN notes_note n ON n.id = ns.id
+        WHERE ns.search_config = t.cfg AND n.search_vector @@ quote_literal(t.lexeme)::tsquery
+    ) AS df
+    FROM terms t
 ),
-matches AS (  -- candidates come from the GIN indexes: passages holding any query lexeme
+queries AS (  -- candidates come from the rarer lexemes ("essential" terms, as in MaxScore):
+    -- a passage holding only very common ones cannot reach the top; they still add to scores
+    SELECT d.cfg, array_agg(d.lexeme) AS lexemes,
+           array_to_string(array_agg(quote_literal(d.lexeme)) FILTER (
+               WHERE d.df <= greatest({common_min}, st.n * {common_share}, r.rarest)
+           ), ' | ')::tsquery AS tsq
+    FROM df d CROSS JOIN stats st
+    JOIN (SELECT cfg, min(df) AS rarest FROM df WHERE df > 0 GROUP BY cfg) r USING (cfg)
+    WHERE d.df > 0
+    GROUP BY d.cfg
+),
+matches AS (  -- candidates come from the GIN indexes
     SELECT 'document' AS kind, c.id, c.token_len, q.cfg, c.search_vector, q.lexemes
     FROM queries q
     JOIN scope s ON s.search_config = q.cfg
@@ -165,8 +186,7 @@ tf AS (
            m.token_len
     FROM matches m, unnest(m.search_vector) AS u
     WHERE u.lexeme = ANY(m.lexemes)
-),
-df AS (SELECT cfg, lexeme, count(*) AS df FROM tf GROUP BY cfg, lexeme)
+)
 SELECT tf.kind, tf.id,
        sum(
            ln(1 + (st.n - df.df + 0.5) / (df.df + 0.5))
@@ -199,7 +219,14 @@ def lexical(*, user: User, query: str, scope: Scope, limit: int) -> list[tuple[K
         return []
     scope_sql, scope_params = scoped_attachments(user=user, scope=scope)
     note_sql, note_params = scoped_notes(user=user, scope=scope)
-    sql = _LEXICAL_SQL.format(scope=scope_sql, note_scope=note_sql, k1=float(K1), b=float(B))
+    sql = _LEXICAL_SQL.format(
+        scope=scope_sql,
+        note_scope=note_sql,
+        k1=float(K1),
+        b=float(B),
+        common_min=int(COMMON_MIN_DF),
+        common_share=float(COMMON_SHARE),
+    )
     with connection.cursor() as cursor:
         cursor.execute(sql, [*scope_params, *note_params, text, text, limit])
         return [((kind, int(pk)), float(score)) for kind, pk, score in cursor.fetchall()]

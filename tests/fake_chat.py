@@ -42,6 +42,9 @@ class Answer:
     usage: bool = True  # send the usage chunk when the request asks for it
     finish_reason: str = "stop"
     then_call: ToolCall | list[ToolCall] | None = None  # text, then tool calls in one turn
+    # Stop after this many content chunks until the test sets `FakeChat.gate` (a model that is
+    # still writing while the test does something else).
+    pause_after: int | None = None
 
 
 @dataclass
@@ -100,6 +103,7 @@ class FakeChat:
         self.url = ""  # http://127.0.0.1:port
         self.stop = threading.Event()
         self.lock = threading.Lock()
+        self.gate = threading.Event()  # releases an Answer(pause_after=…)
 
     @property
     def bodies(self) -> list[dict[str, Any]]:
@@ -251,7 +255,9 @@ def fake_chat_server() -> Iterator[FakeChat]:
             self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
             self.wfile.flush()
 
-        def _stream(self, events: list[Any], broken: BreakMidStream | None) -> None:
+        def _stream(
+            self, events: list[Any], broken: BreakMidStream | None, pause_after: int | None = None
+        ) -> None:
             clean_close = broken is not None and broken.clean
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
@@ -261,13 +267,15 @@ def fake_chat_server() -> Iterator[FakeChat]:
             else:
                 self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
-            for event in events:
+            for index, event in enumerate(events):
                 data = f"data: {json.dumps(event)}\n\n".encode()
                 if clean_close:
                     self.wfile.write(data)
                     self.wfile.flush()
                 else:
                     self._write_chunk(data)
+                if pause_after is not None and index == pause_after:  # role chunk + N pieces
+                    state.gate.wait(timeout=60)
             if broken is not None:
                 if not broken.clean:  # promise a chunk, send part of it, hang up
                     self.wfile.write(b'400\r\ndata: {"id')
@@ -306,7 +314,8 @@ def fake_chat_server() -> Iterator[FakeChat]:
                     self._json(200, completion(state, body, turn, n))
                 else:
                     broken = turn if isinstance(turn, BreakMidStream) else None
-                    self._stream(stream_events(state, body, turn, n), broken)
+                    pause = turn.pause_after if isinstance(turn, Answer) else None
+                    self._stream(stream_events(state, body, turn, n), broken, pause)
             except (BrokenPipeError, ConnectionResetError):
                 self.close_connection = True  # the client gave up (a timeout)
 

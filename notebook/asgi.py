@@ -13,10 +13,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set u
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-from notebook.embeddings import warm_up_in_background  # noqa: E402
 from notebook.routing import websocket_urlpatterns  # noqa: E402
-
-warm_up_in_background()
 
 application = ProtocolTypeRouter(
     {

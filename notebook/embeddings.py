@@ -199,18 +199,3 @@ def embedding_model_name() -> str:
         return DEFAULT_LOCAL_MODEL
     model = settings.EMBEDDING_MODEL
     return os.path.basename(model.rstrip("/")) if settings.EMBEDDING_BACKEND == "local" else model
-
-
-def warm_up_in_background() -> None:
-    """Load the local embedding model in a daemon thread, so the web process's first search
-    does not wait for it (about 4.5 s on 2 cores). Remote embedders need no warming."""
-    if settings.EMBEDDING_BACKEND != "local":
-        return
-
-    def load() -> None:
-        try:
-            get_embedder().embed(["warm up"])
-        except Exception:  # the first real query reports the problem to the user
-            logger.exception("Could not load the embedding model at start-up")
-
-    threading.Thread(target=load, name="embedding-warm-up", daemon=True).start()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -63,6 +64,32 @@ def _http_status(port: int, path: str) -> int:
         return exc.code
 
 
+def _stop_serve(proc: subprocess.Popen[str]) -> str:
+    """Ctrl-C `serve`; if it still runs 60 s later, fail with what its processes were doing."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        return proc.communicate(timeout=60)[0]
+    except subprocess.TimeoutExpired:
+        pass
+    tree = subprocess.run(["ps", "-eo", "pid,ppid,stat,etime,args", "--forest"],
+                          capture_output=True, text=True).stdout  # fmt: skip
+    locks = Path("/proc/locks").read_text()
+    stacks = ""
+    for p in [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]:
+        with contextlib.suppress(OSError, psutil.Error):
+            wchan = Path(f"/proc/{p.pid}/wchan").read_text()
+            stacks += f"--- {p.pid} {p.cmdline()} wchan={wchan}\n"
+    for p in [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    output = proc.communicate(timeout=30)[0] if proc.stdout else ""
+    pytest.fail(
+        f"serve did not stop within 60 s of Ctrl-C.\nenv XDG_RUNTIME_DIR="
+        f"{os.environ.get('XDG_RUNTIME_DIR')}\n{stacks}\n/proc/locks:\n{locks}\n"
+        f"processes:\n{tree}\noutput:\n{output}"
+    )
+
+
 def _postgres_running(pgdata: Path) -> bool:
     pidfile = pgdata / "postmaster.pid"
     if not pidfile.exists():
@@ -96,8 +123,7 @@ def test_serve_runs_web_and_worker_on_a_fresh_data_dir_and_stops_cleanly(tmp_pat
         assert any("qcluster" in " ".join(c.cmdline()) for c in children)
         assert any("daphne" in " ".join(c.cmdline()) for c in children)
     finally:
-        proc.send_signal(signal.SIGINT)
-        output = proc.communicate(timeout=60)[0]
+        output = _stop_serve(proc)
     assert proc.returncode == 0, output
     assert "Stopped." in output
     assert not _postgres_running(tmp_path / "postgres")
@@ -111,8 +137,7 @@ def test_serve_runs_web_and_worker_on_a_fresh_data_dir_and_stops_cleanly(tmp_pat
         out = _manage(env, "shell", "--no-imports", "-c", code)
         assert out.strip() == "True"
     finally:
-        proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=60)
+        _stop_serve(proc)
     assert proc.returncode == 0
 
 

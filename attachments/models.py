@@ -59,6 +59,10 @@ class NoteAttachment(models.Model):
     search_config = models.CharField(max_length=32, default="simple")
     embedding_model = models.CharField(max_length=200, blank=True)
     timings = models.JSONField(default=dict, blank=True)
+    # BM25 collection statistics of this file's chunks, kept with its AttachmentLexeme rows
+    # (see attachments.indexing): N and the total length come from here, not from a scan.
+    chunk_count = models.PositiveIntegerField(default=0)
+    token_total = models.PositiveBigIntegerField(default=0)
 
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -144,6 +148,20 @@ class DocumentChunk(models.Model):
 
     def __str__(self) -> str:
         return f"{self.attachment} #{self.index} (p.{self.page_number})"
+
+
+class AttachmentLexeme(models.Model):
+    """In how many of one file's chunks a lexeme occurs. BM25's document frequency within a
+    scope is the sum over the files in scope: a few hundred index lookups per query term
+    instead of counting matching chunks with the GIN index."""
+
+    pk = models.CompositePrimaryKey("lexeme", "attachment")
+    lexeme = models.TextField()
+    attachment = models.ForeignKey(NoteAttachment, on_delete=models.CASCADE, related_name="+")
+    df = models.PositiveIntegerField()
+
+    def __str__(self) -> str:
+        return f"{self.lexeme} in {self.attachment_id}: {self.df}"
 
 
 class ChunkVector(models.Model):

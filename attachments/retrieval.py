@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 from django.conf import settings
 from django.db import connection, transaction
 
+from attachments import bm25
 from attachments.models import ChunkVector, DocumentChunk, NoteAttachment
 from notebook.language import detect_language, segment_for_search
 from notebook.textutil import cjk_ratio
@@ -30,14 +31,7 @@ Mode = Literal["lexical", "vector", "hybrid"]
 Fusion = Literal["rrf", "minmax"]
 Kind = Literal["document", "note"]
 Key = tuple[Kind, int]  # ("document", chunk id) or ("note", note id)
-K1 = 1.2
-B = 0.75
 RRF_K = 60
-# A lexeme in more than max(COMMON_MIN_DF, COMMON_SHARE × N) passages in scope does not bring
-# candidates of its own (it still scores the candidates the rarer lexemes bring): on 100k
-# chunks "file" or "use" would otherwise make BM25 read tens of thousands of tsvectors.
-COMMON_MIN_DF = 1000
-COMMON_SHARE = 0.05
 MAX_QUERY_CHARS = 2000
 EF_SEARCH = 400  # recall@10 0.97 vs 0.85 at 100 on 100k chunks (bench), +1 ms
 WINDOWS_PER_HIT = 3  # vector rows fetched per wanted hit: a long chunk has several windows
@@ -134,77 +128,9 @@ def scoped_notes(*, user: User, scope: Scope) -> tuple[str, tuple[Any, ...]]:
     return _sql(notes.values("id", "search_config"))
 
 
-_LEXICAL_SQL = """
-WITH scope AS MATERIALIZED ({scope}),
-note_scope AS MATERIALIZED ({note_scope}),
-stats AS MATERIALIZED (  -- the collection is every chunk and note in scope
-    SELECT sum(n) AS n, sum(total)::float / greatest(sum(n), 1) AS avgdl FROM (
-        SELECT count(*) AS n, coalesce(sum(c.token_len), 0) AS total
-        FROM attachments_documentchunk c WHERE c.attachment_id IN (SELECT id FROM scope)
-        UNION ALL
-        SELECT count(*), coalesce(sum(n.token_len), 0)
-        FROM notes_note n WHERE n.id IN (SELECT id FROM note_scope) AND n.token_len > 0
-    ) parts
-),
-configs AS (SELECT search_config AS cfg FROM scope UNION SELECT search_config FROM note_scope),
-terms AS (  -- the query's lexemes in each text search configuration present in the scope
-    SELECT DISTINCT cfg, unnest(tsvector_to_array(to_tsvector(
-        cfg::regconfig, CASE WHEN cfg = 'simple' THEN unaccent(%s) ELSE %s END
-    ))) AS lexeme
-    FROM configs
-),
-df AS MATERIALIZED (  -- document frequency of each lexeme in scope, counted with the GIN index
-    SELECT t.cfg, t.lexeme, (
-        SELECT count(*) FROM scope s JOIN attachments_documentchunk c ON c.attachment_id = s.id
-        WHERE s.search_config = t.cfg AND c.search_vector @@ quote_literal(t.lexeme)::tsquery
-    ) + (
-        SELECT count(*) FROM note_scope ns JOIN notes_note n ON n.id = ns.id
-        WHERE ns.search_config = t.cfg AND n.search_vector @@ quote_literal(t.lexeme)::tsquery
-    ) AS df
-    FROM terms t
-),
-queries AS (  -- candidates come from the rarer lexemes ("essential" terms, as in MaxScore):
-    -- a passage holding only very common ones cannot reach the top; they still add to scores
-    SELECT d.cfg, array_agg(d.lexeme) AS lexemes,
-           array_to_string(array_agg(quote_literal(d.lexeme)) FILTER (
-               WHERE d.df <= greatest({common_min}, st.n * {common_share}, r.rarest)
-           ), ' | ')::tsquery AS tsq
-    FROM df d CROSS JOIN stats st
-    JOIN (SELECT cfg, min(df) AS rarest FROM df WHERE df > 0 GROUP BY cfg) r USING (cfg)
-    WHERE d.df > 0
-    GROUP BY d.cfg
-),
-matches AS (  -- candidates come from the GIN indexes
-    SELECT 'document' AS kind, c.id, c.token_len, q.cfg, c.search_vector, q.lexemes
-    FROM queries q
-    JOIN scope s ON s.search_config = q.cfg
-    JOIN attachments_documentchunk c ON c.attachment_id = s.id AND c.search_vector @@ q.tsq
-    UNION ALL
-    SELECT 'note', n.id, n.token_len, q.cfg, n.search_vector, q.lexemes
-    FROM queries q
-    JOIN note_scope ns ON ns.search_config = q.cfg
-    JOIN notes_note n ON n.id = ns.id AND n.search_vector @@ q.tsq
-),
-tf AS (
-    SELECT m.kind, m.id, m.cfg, u.lexeme, coalesce(array_length(u.positions, 1), 1) AS tf,
-           m.token_len
-    FROM matches m, unnest(m.search_vector) AS u
-    WHERE u.lexeme = ANY(m.lexemes)
-)
-SELECT tf.kind, tf.id,
-       sum(
-           ln(1 + (st.n - df.df + 0.5) / (df.df + 0.5))
-           * tf.tf * ({k1} + 1)
-           / (tf.tf + {k1} * (1 - {b} + {b} * tf.token_len / greatest(st.avgdl, 1)))
-       ) AS score
-FROM tf JOIN df USING (cfg, lexeme) CROSS JOIN stats st
-GROUP BY tf.kind, tf.id
-ORDER BY score DESC, tf.kind, tf.id
-LIMIT %s
-"""
-
-
-def lexical(*, user: User, query: str, scope: Scope, limit: int) -> list[tuple[Key, float]]:
+def lexical(
+    *, user: User, query: str, scope: Scope, limit: int, info: dict[str, Any] | None = None
+) -> list[tuple[Key, float]]:
     """(key, BM25 score), best first, over the chunks and notes in scope: IDF from document
     frequencies within the scope, term frequency from the tsvector's positions, length
     normalisation by token_len.
@@ -221,19 +147,14 @@ def lexical(*, user: User, query: str, scope: Scope, limit: int) -> list[tuple[K
     text = _without_stop_words(text)
     if not text:
         return []
-    scope_sql, scope_params = scoped_attachments(user=user, scope=scope)
-    note_sql, note_params = scoped_notes(user=user, scope=scope)
-    sql = _LEXICAL_SQL.format(
-        scope=scope_sql,
-        note_scope=note_sql,
-        k1=float(K1),
-        b=float(B),
-        common_min=int(COMMON_MIN_DF),
-        common_share=float(COMMON_SHARE),
+    found = bm25.rank(
+        text=text,
+        scope=scoped_attachments(user=user, scope=scope),
+        note_scope=scoped_notes(user=user, scope=scope),
+        limit=limit,
+        info=info,
     )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [*scope_params, *note_params, text, text, limit])
-        return [((kind, int(pk)), float(score)) for kind, pk, score in cursor.fetchall()]
+    return [((cast("Kind", kind), pk), score) for (kind, pk), score in found]
 
 
 def vector(
@@ -405,7 +326,9 @@ def search(
         embedding = _embedding_pool().submit(_embed_query, _clean(query))
     if mode in ("lexical", "hybrid"):
         started = time.perf_counter()
-        legs["lexical"] = lexical(user=user, query=query, scope=scope, limit=depth)
+        legs["lexical"] = lexical(
+            user=user, query=query, scope=scope, limit=depth, info=info.setdefault("bm25", {})
+        )
         timings["lexical"] = time.perf_counter() - started
     if embedding is not None:
         vector_of_query, timings["embed_query"] = embedding.result()

@@ -212,6 +212,7 @@ def replicate(
     from pgvector.psycopg import register_vector
 
     from attachments.models import ChunkVector, DocumentChunk, NoteAttachment
+    from attachments.services.ingestion import index_statistics
     from notebook.language import SEGMENTED, WORD_COUNT_SQL, segment_for_search, tsvector_sql
     from notes.models import Note, Notebook
 
@@ -445,6 +446,12 @@ def replicate(
                 )
     timings["vectors"] = time.perf_counter() - started
     log(f"replicate: {len(base) * copies} vectors copied in {timings['vectors']:.1f}s")
+
+    # BM25 statistics per file, as ingestion writes them (chunk count, length, lexeme counts).
+    started = time.perf_counter()
+    index_statistics(attachment_ids=list(NoteAttachment.objects.values_list("pk", flat=True)))
+    timings["statistics"] = time.perf_counter() - started
+    log(f"replicate: BM25 statistics counted in {timings['statistics']:.1f}s")
 
     started = time.perf_counter()
     with connection.cursor() as cursor:

@@ -16,7 +16,13 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from attachments.chunking import chunk_pages
-from attachments.models import ChunkVector, DocumentChunk, DocumentPage, NoteAttachment
+from attachments.models import (
+    AttachmentLexeme,
+    ChunkVector,
+    DocumentChunk,
+    DocumentPage,
+    NoteAttachment,
+)
 from attachments.pdf.extract import (
     ExtractedPage,
     PasswordRequired,
@@ -279,6 +285,36 @@ def _index_text(attachment: NoteAttachment, language: str, config: str) -> None:
         cursor.execute(
             f"UPDATE {table} SET token_len = {WORD_COUNT_SQL} WHERE attachment_id = %s",  # noqa: S608
             [attachment.pk],
+        )
+    index_statistics(attachment_ids=[attachment.pk])
+
+
+def index_statistics(*, attachment_ids: list[int]) -> None:
+    """Recount the BM25 statistics of these files from their chunks' tsvectors: chunk count,
+    total length and, per lexeme, in how many chunks it occurs (Postgres' ts_stat)."""
+    if not attachment_ids:
+        return
+    chunks = DocumentChunk._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {NoteAttachment._meta.db_table} a "  # noqa: S608 - tables are ours
+            "SET chunk_count = s.n, token_total = s.total FROM ("
+            "  SELECT x.id, count(c.id) AS n, coalesce(sum(c.token_len), 0) AS total"
+            f"  FROM unnest(%s::bigint[]) AS x(id) LEFT JOIN {chunks} c ON c.attachment_id = x.id"
+            "  GROUP BY x.id"
+            ") s WHERE a.id = s.id",
+            [attachment_ids],
+        )
+        cursor.execute(
+            f"DELETE FROM {AttachmentLexeme._meta.db_table} WHERE attachment_id = ANY(%s)",  # noqa: S608
+            [attachment_ids],
+        )
+        cursor.execute(
+            f"INSERT INTO {AttachmentLexeme._meta.db_table} (attachment_id, lexeme, df) "  # noqa: S608
+            "SELECT x.id, s.word, s.ndoc FROM unnest(%s::bigint[]) AS x(id), LATERAL ts_stat("
+            f"  format('SELECT search_vector FROM {chunks} WHERE attachment_id = %%s', x.id)"
+            ") AS s",
+            [attachment_ids],
         )
 
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 
 from attachments import retrieval
-from attachments.models import ChunkVector, DocumentChunk, NoteAttachment
+from attachments.models import AttachmentLexeme, ChunkVector, DocumentChunk, NoteAttachment
 from attachments.retrieval import Scope
 from notes.services import note_trash
 from tests.factories import NotebookFactory, NoteFactory
@@ -103,6 +104,33 @@ def test_bm25_matches_hand_computed_scores(alice):
     assert ranked == sorted(expected, key=lambda i: -expected[i])[: len(ranked)]
 
 
+@pytest.mark.parametrize("limit", [1, 2, 3, 5, 40])
+@pytest.mark.parametrize("query", ["zebra file use", "zebra okapi file", "file use", "okapi"])
+def test_pruned_candidates_keep_the_top_k_exact(alice, query, limit):
+    """MaxScore reads only passages holding an essential term; the top k must equal a full
+    ranking of every passage, whatever the query and k."""
+    rng = random.Random(7)  # noqa: S311 - a fixed corpus, not a secret
+    docs = []
+    for i in range(40):
+        words = ["file"] * rng.randint(0, 3) + ["use"] * rng.randint(1, 2)
+        words += ["zebra"] * (i % 9 == 0) + ["okapi"] * (i % 13 == 0) * rng.randint(1, 3)
+        words += [rng.choice(["alpha", "beta", "gamma", "delta"]) for _ in range(rng.randint(2, 9))]
+        docs.append(words)
+    note = NoteFactory.create(notebook=NotebookFactory.create(owner=alice))
+    attachment = make_attachment(note, [" ".join(d) for d in docs])
+    by_index = {c.pk: c.index for c in attachment.chunks.all()}
+    expected = {i: bm25(query.split(), d, docs) for i, d in enumerate(docs)}
+    best = sorted((i for i in expected if expected[i] > 0), key=lambda i: (-expected[i], i))
+    info: dict = {}
+    got = retrieval.lexical(
+        user=alice, query=query, scope=Scope(include_notes=False), limit=limit, info=info
+    )
+    assert [s for _, s in got] == pytest.approx([expected[i] for i in best[:limit]], rel=1e-9)
+    assert {by_index[pk] for (_, pk), _ in got} <= set(best)
+    if query == "zebra file use" and limit <= 3:
+        assert info["essential"] < info["terms"]  # "file" and "use" brought no candidates
+
+
 def test_idf_comes_from_the_scope(alice):
     notebook = NotebookFactory.create(owner=alice)
     rare_here = NoteFactory.create(notebook=notebook)
@@ -179,6 +207,23 @@ def test_token_len_counts_indexed_words(alice):
     note = NoteFactory.create(notebook=NotebookFactory.create(owner=alice))
     attachment = make_attachment(note, ["apple banana apple"])
     assert attachment.chunks.get().token_len == 3
+
+
+def test_each_file_keeps_its_bm25_statistics_and_they_go_with_it(alice):
+    from attachments.services.ingestion import _index_text
+
+    note = NoteFactory.create(notebook=NotebookFactory.create(owner=alice))
+    attachment = make_attachment(note, ["apple banana apple", "banana cherry", "cherry"])
+    attachment.refresh_from_db()
+    assert (attachment.chunk_count, attachment.token_total) == (3, 6)
+    counts = dict(
+        AttachmentLexeme.objects.filter(attachment=attachment).values_list("lexeme", "df")
+    )
+    assert counts == {"apple": 1, "banana": 2, "cherry": 2}
+    _index_text(attachment, "", "simple")  # indexing again replaces, never adds
+    assert AttachmentLexeme.objects.filter(attachment=attachment).count() == 3
+    attachment.delete()
+    assert not AttachmentLexeme.objects.exists()
 
 
 def test_stop_words_in_simple_indexed_text_do_not_outrank_real_terms(alice):

@@ -4,6 +4,7 @@ import uuid
 from pathlib import PurePosixPath
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models
@@ -59,8 +60,8 @@ class NoteAttachment(models.Model):
     search_config = models.CharField(max_length=32, default="simple")
     embedding_model = models.CharField(max_length=200, blank=True)
     timings = models.JSONField(default=dict, blank=True)
-    # BM25 collection statistics of this file's chunks, kept with its AttachmentLexeme rows
-    # (see attachments.indexing): N and the total length come from here, not from a scan.
+    # BM25 collection statistics of this file's chunks, kept with its PostingList rows
+    # (see attachments/bm25.py): N and the total length come from here, not from a scan.
     chunk_count = models.PositiveIntegerField(default=0)
     token_total = models.PositiveBigIntegerField(default=0)
 
@@ -150,15 +151,18 @@ class DocumentChunk(models.Model):
         return f"{self.attachment} #{self.index} (p.{self.page_number})"
 
 
-class AttachmentLexeme(models.Model):
-    """In how many of one file's chunks a lexeme occurs. BM25's document frequency within a
-    scope is the sum over the files in scope: a few hundred index lookups per query term
-    instead of counting matching chunks with the GIN index."""
+class PostingList(models.Model):
+    """One lexeme's postings in one file: the chunks that hold it, how often, and their lengths.
+    BM25 reads these instead of the chunks' tsvectors: a query touches one row per (query
+    lexeme, file in scope), and a lexeme's document frequency in a scope is the sum of `df`."""
 
     pk = models.CompositePrimaryKey("lexeme", "attachment")
     lexeme = models.TextField()
     attachment = models.ForeignKey(NoteAttachment, on_delete=models.CASCADE, related_name="+")
     df = models.PositiveIntegerField()
+    chunk_ids = ArrayField(models.BigIntegerField())
+    tfs = ArrayField(models.SmallIntegerField())  # Postgres keeps at most 256 positions
+    lens = ArrayField(models.IntegerField())  # the chunks' token_len
 
     def __str__(self) -> str:
         return f"{self.lexeme} in {self.attachment_id}: {self.df}"

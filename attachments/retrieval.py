@@ -128,9 +128,7 @@ def scoped_notes(*, user: User, scope: Scope) -> tuple[str, tuple[Any, ...]]:
     return _sql(notes.values("id", "search_config"))
 
 
-def lexical(
-    *, user: User, query: str, scope: Scope, limit: int, info: dict[str, Any] | None = None
-) -> list[tuple[Key, float]]:
+def lexical(*, user: User, query: str, scope: Scope, limit: int) -> list[tuple[Key, float]]:
     """(key, BM25 score), best first, over the chunks and notes in scope: IDF from document
     frequencies within the scope, term frequency from the tsvector's positions, length
     normalisation by token_len.
@@ -152,7 +150,6 @@ def lexical(
         scope=scoped_attachments(user=user, scope=scope),
         note_scope=scoped_notes(user=user, scope=scope),
         limit=limit,
-        info=info,
     )
     return [((cast("Kind", kind), pk), score) for (kind, pk), score in found]
 
@@ -326,9 +323,7 @@ def search(
         embedding = _embedding_pool().submit(_embed_query, _clean(query))
     if mode in ("lexical", "hybrid"):
         started = time.perf_counter()
-        legs["lexical"] = lexical(
-            user=user, query=query, scope=scope, limit=depth, info=info.setdefault("bm25", {})
-        )
+        legs["lexical"] = lexical(user=user, query=query, scope=scope, limit=depth)
         timings["lexical"] = time.perf_counter() - started
     if embedding is not None:
         vector_of_query, timings["embed_query"] = embedding.result()

@@ -17,11 +17,11 @@ from django.utils import timezone
 
 from attachments.chunking import chunk_pages
 from attachments.models import (
-    AttachmentLexeme,
     ChunkVector,
     DocumentChunk,
     DocumentPage,
     NoteAttachment,
+    PostingList,
 )
 from attachments.pdf.extract import (
     ExtractedPage,
@@ -290,8 +290,8 @@ def _index_text(attachment: NoteAttachment, language: str, config: str) -> None:
 
 
 def index_statistics(*, attachment_ids: list[int]) -> None:
-    """Recount the BM25 statistics of these files from their chunks' tsvectors: chunk count,
-    total length and, per lexeme, in how many chunks it occurs (Postgres' ts_stat)."""
+    """Rebuild what BM25 reads of these files from their chunks' tsvectors: chunk count and
+    total length, and per lexeme its posting list (chunk ids, term frequencies, lengths)."""
     if not attachment_ids:
         return
     chunks = DocumentChunk._meta.db_table
@@ -306,14 +306,17 @@ def index_statistics(*, attachment_ids: list[int]) -> None:
             [attachment_ids],
         )
         cursor.execute(
-            f"DELETE FROM {AttachmentLexeme._meta.db_table} WHERE attachment_id = ANY(%s)",  # noqa: S608
+            f"DELETE FROM {PostingList._meta.db_table} WHERE attachment_id = ANY(%s)",  # noqa: S608
             [attachment_ids],
         )
         cursor.execute(
-            f"INSERT INTO {AttachmentLexeme._meta.db_table} (attachment_id, lexeme, df) "  # noqa: S608
-            "SELECT x.id, s.word, s.ndoc FROM unnest(%s::bigint[]) AS x(id), LATERAL ts_stat("
-            f"  format('SELECT search_vector FROM {chunks} WHERE attachment_id = %%s', x.id)"
-            ") AS s",
+            f"INSERT INTO {PostingList._meta.db_table} "  # noqa: S608
+            "(attachment_id, lexeme, df, chunk_ids, tfs, lens) "
+            "SELECT c.attachment_id, u.lexeme, count(*), array_agg(c.id ORDER BY c.id), "
+            "  array_agg(coalesce(array_length(u.positions, 1), 1) ORDER BY c.id), "
+            "  array_agg(c.token_len ORDER BY c.id) "
+            f"FROM {chunks} c, unnest(c.search_vector) AS u "
+            "WHERE c.attachment_id = ANY(%s) GROUP BY c.attachment_id, u.lexeme",
             [attachment_ids],
         )
 

@@ -1,6 +1,7 @@
-"""BM25 statistics per file (chunk count, total length, per-lexeme document frequency), so a
-query reads them instead of counting chunks; filled here for the files already indexed."""
+"""What BM25 reads per file (chunk count, total length, and a posting list per lexeme), so a
+query reads those instead of every candidate's tsvector; filled here for the files indexed."""
 
+import django.contrib.postgres.fields
 import django.db.models.deletion
 from django.db import migrations, models
 
@@ -22,7 +23,7 @@ class Migration(migrations.Migration):
             field=models.PositiveBigIntegerField(default=0),
         ),
         migrations.CreateModel(
-            name="AttachmentLexeme",
+            name="PostingList",
             fields=[
                 (
                     "pk",
@@ -37,6 +38,24 @@ class Migration(migrations.Migration):
                 ),
                 ("lexeme", models.TextField()),
                 ("df", models.PositiveIntegerField()),
+                (
+                    "chunk_ids",
+                    django.contrib.postgres.fields.ArrayField(
+                        base_field=models.BigIntegerField(), size=None
+                    ),
+                ),
+                (
+                    "tfs",
+                    django.contrib.postgres.fields.ArrayField(
+                        base_field=models.SmallIntegerField(), size=None
+                    ),
+                ),
+                (
+                    "lens",
+                    django.contrib.postgres.fields.ArrayField(
+                        base_field=models.IntegerField(), size=None
+                    ),
+                ),
                 (
                     "attachment",
                     models.ForeignKey(
@@ -54,11 +73,13 @@ class Migration(migrations.Migration):
                 SELECT attachment_id, count(*) AS n, coalesce(sum(token_len), 0) AS total
                 FROM attachments_documentchunk GROUP BY attachment_id
             ) s WHERE a.id = s.attachment_id;
-            INSERT INTO attachments_attachmentlexeme (attachment_id, lexeme, df)
-            SELECT a.id, s.word, s.ndoc FROM attachments_noteattachment a, LATERAL ts_stat(
-                format('SELECT search_vector FROM attachments_documentchunk '
-                       'WHERE attachment_id = %s', a.id)
-            ) AS s;
+            INSERT INTO attachments_postinglist (attachment_id, lexeme, df, chunk_ids, tfs, lens)
+            SELECT c.attachment_id, u.lexeme, count(*), array_agg(c.id ORDER BY c.id),
+                   array_agg(coalesce(array_length(u.positions, 1), 1) ORDER BY c.id),
+                   array_agg(c.token_len ORDER BY c.id)
+            FROM attachments_documentchunk c, unnest(c.search_vector) AS u
+            WHERE c.search_vector IS NOT NULL
+            GROUP BY c.attachment_id, u.lexeme;
             """,
             migrations.RunSQL.noop,
         ),

@@ -44,11 +44,13 @@ terms AS MATERIALIZED (  -- the query's lexemes in each configuration present in
     ))) AS lexeme
     FROM configs
 ),
-lists AS MATERIALIZED (  -- each term's posting list in each file in scope of its configuration
+files AS (SELECT search_config AS cfg, array_agg(id ORDER BY id) AS ids FROM scope GROUP BY 1),
+lists AS MATERIALIZED (  -- each term's posting list in each file in scope of its configuration:
+    -- one walk along the term's index entries per term, matching the files' sorted ids
     SELECT t.cfg, t.lexeme, p.df, p.chunk_ids, p.tfs, p.lens
     FROM terms t
-    JOIN scope s ON s.search_config = t.cfg
-    JOIN attachments_postinglist p ON p.lexeme = t.lexeme AND p.attachment_id = s.id
+    JOIN files f ON f.cfg = t.cfg
+    JOIN attachments_postinglist p ON p.lexeme = t.lexeme AND p.attachment_id = ANY(f.ids)
 ),
 note_postings AS MATERIALIZED (
     SELECT ns.search_config AS cfg, u.lexeme, n.id, coalesce(array_length(u.positions, 1), 1) AS tf,

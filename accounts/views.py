@@ -1,4 +1,4 @@
-"""Sign-up and the settings page (personal access tokens)."""
+"""Sign-up, the login lockout page, and the settings page (personal access tokens)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,12 @@ from django.contrib.auth.decorators import login_not_required, login_required
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts import selectors, services
 from accounts.forms import ApiTokenForm, SignupForm
+from notebook.ratelimit import client_ip, wait_text
 from notebook.types import AuthenticatedHttpRequest
 
 
@@ -27,6 +29,25 @@ def signup(request: HttpRequest) -> HttpResponse:
         messages.success(request, "Welcome to Notebook. Start by creating a notebook.")
         return redirect("notes:notebook_list")
     return render(request, "registration/signup.html", {"form": form})
+
+
+def login_locked_out(request: HttpRequest, *args: object) -> HttpResponse:
+    """django-axes' lockout response (AXES_LOCKOUT_CALLABLE), for the login page and the
+    admin's: 429 and until when logging in as that user from this address is paused. (axes
+    passes (request, response, credentials), or under ASGI (request, credentials); the request
+    carries what we need either way.)"""
+    credentials = getattr(request, "axes_credentials", None) or {}
+    username = str(credentials.get("username") or request.POST.get("username", ""))
+    ip_address = getattr(request, "axes_ip_address", None) or client_ip(request)
+    ends = selectors.login_lockout_ends(username=username, ip_address=ip_address)
+    wait = max(int((ends - timezone.now()).total_seconds()), 1)
+    template = "accounts/locked_out.html"
+    if getattr(request, "htmx", False):
+        template += "#lockout"
+    context = {"username": username, "wait": wait_text(wait), "ends": ends}
+    response = render(request, template, context, status=429)
+    response["Retry-After"] = str(wait)
+    return response
 
 
 @login_required

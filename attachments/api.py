@@ -23,6 +23,7 @@ from attachments.schemas import (
     UploadErrorOut,
     UploadOut,
 )
+from notebook.ratelimit import rate_limit, user_key
 from notebook.types import AuthenticatedHttpRequest
 from notes.selectors import note_get, notebook_get
 
@@ -36,8 +37,10 @@ def create_attachments(
     request: AuthenticatedHttpRequest, note_id: int, files: File[list[UploadedFile]]
 ) -> Status[UploadOut]:
     """Upload one or more PDFs (multipart field `files`). Each file is checked on its own:
-    201 if at least one was stored, else 409 (all duplicates) or 422, with a reason per file."""
+    201 if at least one was stored, else 409 (all duplicates) or 422, with a reason per file.
+    More files than the upload rate allows: 429 with Retry-After, nothing stored."""
     note = note_get(user=request.user, note_id=note_id)
+    rate_limit(scope="upload", key=user_key(request.user), cost=len(files))
     created: list[NoteAttachment] = []
     errors: list[UploadErrorOut] = []
     for uploaded in files:

@@ -9,12 +9,20 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import FileResponse, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.views.decorators.http import require_http_methods, require_POST
 
 from attachments import selectors, services
 from attachments.models import NoteAttachment
+from notebook.ratelimit import (
+    RateLimited,
+    rate_limit,
+    rate_limited_page,
+    too_many_requests,
+    user_key,
+)
 from notebook.types import AuthenticatedHttpRequest
 from notes.selectors import note_get
 
@@ -45,6 +53,16 @@ def attachment_upload(request: AuthenticatedHttpRequest, note_id: int) -> HttpRe
             return _fragments([_error_html(request, "Choose a PDF first.")], status=400)
         messages.error(request, "Choose one or more PDF files first.")
         return redirect("notes:note_detail", note_id=note.pk)
+    try:
+        rate_limit(scope="upload", key=user_key(request.user), cost=len(files))
+    except RateLimited as exc:
+        if fragment:
+            return too_many_requests(
+                _fragments([_error_html(request, exc.message)], status=429), exc
+            )
+        return rate_limited_page(
+            request, exc, back_url=reverse("notes:note_detail", args=[note.pk])
+        )
     html: list[str] = []
     status = 201
     for uploaded in files:

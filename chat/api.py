@@ -24,6 +24,7 @@ from chat.schemas import (
     MessageIn,
     MessageOut,
 )
+from notebook.ratelimit import rate_limit, user_key
 from notebook.types import AuthenticatedHttpRequest
 from notes.selectors import note_get, notebook_get
 
@@ -108,8 +109,10 @@ def create_message(
     """Ask a question. By default, wait and get the finished answer (201; check its `status`).
     With `Accept: text/event-stream` or `"stream": true`, get Server-Sent Events instead:
     `message` (question_id, message_id), then `tool`, `token` and `citation` events, ending
-    with `done` or `error`. The answer is saved even if you stop reading."""
+    with `done` or `error`. The answer is saved even if you stop reading. Too many questions
+    a minute: 429 with Retry-After, nothing saved."""
     conversation = selectors.conversation_get(user=request.user, conversation_id=conversation_id)
+    rate_limit(scope="chat", key=user_key(request.user))
     question, answer = services.message_ask(conversation=conversation, content=payload.content)
     if _wants_stream(request, payload.stream):
         return _event_stream(request, answer, question_id=question.pk)

@@ -30,6 +30,7 @@ from chat import runner, selectors, services
 from chat.forms import AskForm
 from chat.models import Conversation, Message
 from chat.rendering import IN_PROGRESS, present
+from notebook.ratelimit import RateLimited, rate_limit, user_key
 
 if TYPE_CHECKING:
     from notebook.types import User
@@ -105,11 +106,13 @@ def in_progress_answers(user: User, conversation_id: int) -> list[int]:
 def ask(user: User, conversation_id: int, content: str, csrf_token: str) -> Asked:
     conversation = _conversation(user, conversation_id)
     try:
+        rate_limit(scope="chat", key=user_key(user))
         question, answer = services.message_ask(conversation=conversation, content=content)
-    except ValidationError as exc:
+    except (ValidationError, RateLimited) as exc:
         form = AskForm({"content": content})
         form.is_valid()
-        form.add_error(None, exc)  # a dict of field errors lands on its fields
+        # A dict of field errors lands on its fields; a refusal shows above the kept question.
+        form.add_error(None, exc.message if isinstance(exc, RateLimited) else exc)
         return Asked(form_html=_form_html(conversation, form, csrf_token))
     return Asked(question, answer, _form_html(conversation, AskForm(), csrf_token))
 

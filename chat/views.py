@@ -18,6 +18,7 @@ from chat import runner, selectors, services
 from chat.forms import AskForm, RenameForm
 from chat.models import Conversation, Message
 from chat.rendering import present
+from notebook.ratelimit import RateLimited, rate_limit, too_many_requests, user_key
 from notebook.types import AuthenticatedHttpRequest
 from notes.selectors import note_get, notebook_get
 
@@ -104,9 +105,16 @@ def conversation_ask(request: AuthenticatedHttpRequest, conversation_id: int) ->
     form = AskForm(request.POST)
     if form.is_valid():
         try:
+            rate_limit(scope="chat", key=user_key(request.user))
             _, answer = services.message_ask(
                 conversation=conversation, content=form.cleaned_data["content"]
             )
+        except RateLimited as exc:
+            form.add_error(None, exc.message)  # the question stays in the form
+            if request.htmx:
+                context = {"conversation": conversation, "form": form}
+                return too_many_requests(render(request, "chat/_ask_form.html", context), exc)
+            return too_many_requests(_conversation_page(request, conversation, form), exc)
         except ValidationError as exc:
             form.add_error(None, exc)  # a dict of field errors lands on its fields
         else:

@@ -10,15 +10,22 @@ from ninja import NinjaAPI
 from ninja.security import HttpBearer, SessionAuth
 
 from accounts.services import api_token_authenticate
+from notebook.ratelimit import RateLimited, address_key, rate_limit, rate_limit_check
 
 
 class TokenAuth(HttpBearer):
-    """`Authorization: Bearer nbk_…` with a personal access token (no CSRF: no cookies involved)."""
+    """`Authorization: Bearer nbk_…` with a personal access token (no CSRF: no cookies involved).
+    An address that sent too many wrong tokens gets 429 until its window ends, right token or
+    not."""
 
     def authenticate(self, request: HttpRequest, token: str) -> Any:
+        address = address_key(request)
+        rate_limit_check(scope="token", key=address)
         user = api_token_authenticate(raw=token)
-        if user is not None:
-            request.user = user
+        if user is None:
+            rate_limit(scope="token", key=address)
+            return None
+        request.user = user
         return user
 
 
@@ -44,6 +51,13 @@ def validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse
     status = 409 if getattr(exc, "code", None) in conflicts else 422
     detail = "; ".join(m for msgs in errors.values() for m in msgs)
     return api.create_response(request, {"detail": detail, "errors": errors}, status=status)
+
+
+@api.exception_handler(RateLimited)
+def rate_limited(request: HttpRequest, exc: RateLimited) -> HttpResponse:
+    response = api.create_response(request, {"detail": exc.message}, status=429)
+    response["Retry-After"] = str(exc.retry_after)
+    return response
 
 
 api.add_router("/", "accounts.api.router")

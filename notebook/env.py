@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -70,3 +71,12 @@ def env_choice(name: str, choices: tuple[str, ...], default: str) -> str:
 def env_path(name: str, default: Path) -> Path:
     raw = env_str(name)
     return Path(raw).expanduser().resolve() if raw else default.resolve()
+
+
+def env_rate(name: str, default: str) -> str:
+    """A rate as django-ratelimit reads it: count/period, the period s, m, h or d with an
+    optional multiplier (`30/m`, `100/15m`)."""
+    value = env_str(name, default).replace(" ", "").lower()
+    if not re.fullmatch(r"[1-9][0-9]*/([1-9][0-9]*)?[smhd]", value):
+        raise ImproperlyConfigured(f"{name} must be a rate like 30/m or 100/15m, got {value!r}")
+    return value

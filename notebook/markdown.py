@@ -36,6 +36,11 @@ def _image_as_link(
     token = tokens[idx]
     alt = self.renderInlineAsText(token.children or [], options, env)
     src = str(token.attrGet("src") or "")
+    # Inside a link ([![alt](src)](href)) a second link would split the first one: the
+    # image's alt text stays as the link's text instead.
+    depth = sum({"link_open": 1, "link_close": -1}.get(t.type, 0) for t in tokens[:idx])
+    if depth > 0:
+        return escapeHtml(alt or src)
     return f'<a href="{escapeHtml(src)}">{escapeHtml(alt or src)}</a>'
 
 

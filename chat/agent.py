@@ -4,16 +4,28 @@ of this chat, stream its events out, verify its citations and save everything on
 `generate(message_id, emit)` is the one path for the page (WebSocket), the API (SSE) and the
 evaluation command. It claims the message (pending → streaming) so an answer is generated
 once, whoever asks; it saves the growing text as it streams, so a reload shows it.
+
+While it runs, a heartbeat thread of this process touches the message every
+HEARTBEAT_SECONDS. An answer whose process died (a crash, a kill, a restart) stops being
+touched and is then marked interrupted, with Retry (chat.services.message_interrupt_abandoned).
+Every write of a generation is conditional on the claim it made (the message's `attempt` and
+`streaming`), so a generation that was given up for dead, or whose answer was retried or
+deleted meanwhile, stops instead of overwriting anything.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from django.conf import settings
+from django.db import connections
+from django.db.models import F, Q
+from django.db.models.functions import Now
 
 from chat.citations import verify
 from chat.events import AnswerError, Event, Finished, Token, ToolActivity
@@ -23,6 +35,9 @@ from chat.tools import ToolContext
 logger = logging.getLogger(__name__)
 Emit = Callable[[str, dict[str, Any]], None]
 SAVE_EVERY = 0.5  # seconds between saves of a streaming answer
+# Seconds between the heartbeats of the answers this process writes; well under
+# chat.services.ABANDONED_AFTER_SECONDS.
+HEARTBEAT_SECONDS = 10.0
 HISTORY_TURNS = 6  # earlier messages the answerer sees
 
 
@@ -56,19 +71,89 @@ def _history(message: Message) -> list[tuple[str, str]]:
     return [(role, content) for role, content in reversed(earlier)]
 
 
-def claim(message_id: int) -> bool:
-    """pending → streaming, once: a second caller (reconnect, retry click) gets False."""
-    return bool(
-        Message.objects.filter(
-            pk=message_id, role=Message.Role.ASSISTANT, status=Message.Status.PENDING
-        ).update(status=Message.Status.STREAMING)
-    )
+def claim(message_id: int) -> int | None:
+    """pending → streaming, once: the claim's attempt number; a second caller (reconnect,
+    retry click) gets None."""
+    claimed = Message.objects.filter(
+        pk=message_id, role=Message.Role.ASSISTANT, status=Message.Status.PENDING
+    ).update(status=Message.Status.STREAMING, attempt=F("attempt") + 1, updated_at=Now())
+    if not claimed:
+        return None
+    return Message.objects.filter(pk=message_id).values_list("attempt", flat=True).first()
+
+
+class Superseded(Exception):
+    """This generation no longer owns its answer (interrupted, retried or deleted)."""
+
+
+class _Heartbeat:
+    """Touches `updated_at` of the answers this process is writing, from one thread that runs
+    while there are any: proof of life that does not depend on the model sending tokens."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.writing: dict[int, int] = {}  # message id → attempt
+        self.thread: threading.Thread | None = None
+        self.pid = 0
+
+    def add(self, message_id: int, attempt: int) -> None:
+        with self.lock:
+            self.writing[message_id] = attempt
+            # A forked child inherits the parent's thread object but not the thread.
+            if self.thread is None or self.pid != os.getpid() or not self.thread.is_alive():
+                self.pid = os.getpid()
+                self.thread = threading.Thread(target=self._run, name="answer-heartbeat")
+                self.thread.daemon = True
+                self.thread.start()
+
+    def discard(self, message_id: int, attempt: int) -> None:
+        with self.lock:
+            if self.writing.get(message_id) == attempt:  # not a retry's that took it over
+                del self.writing[message_id]
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(HEARTBEAT_SECONDS)
+            with self.lock:
+                if not self.writing:
+                    self.thread = None
+                    return
+                beating = dict(self.writing)
+            self._beat(beating)
+
+    @staticmethod
+    def _beat(beating: dict[int, int]) -> None:
+        ours = Q()
+        for pk, attempt in beating.items():
+            ours |= Q(pk=pk, attempt=attempt)
+        try:
+            Message.objects.filter(ours, status=Message.Status.STREAMING).update(updated_at=Now())
+        except Exception:  # the database is away: the next beat tries again
+            logger.warning("heartbeat of answers %s failed", sorted(beating))
+        finally:
+            connections.close_all()  # no connection held between beats
+
+
+_heartbeat = _Heartbeat()
 
 
 def generate(message_id: int, emit: Emit, answerer: Answerer | None = None) -> Message | None:
     """Generate the answer of a pending assistant message; None if it was not pending."""
-    if not claim(message_id):
+    attempt = claim(message_id)
+    if attempt is None:
         return None
+    _heartbeat.add(message_id, attempt)
+    try:
+        return _generate(message_id, attempt, emit, answerer)
+    except Superseded:
+        logger.warning("answer %s (attempt %s) was taken over; stopped", message_id, attempt)
+        emit("error", {"message_id": message_id, "message": "This answer was interrupted."})
+        return Message.objects.filter(pk=message_id).first()
+    finally:
+        _heartbeat.discard(message_id, attempt)
+
+
+def _generate(message_id: int, attempt: int, emit: Emit, answerer: Answerer | None) -> Message:
     message = Message.objects.select_related(
         "conversation__owner", "conversation__notebook", "conversation__note", "reply_to"
     ).get(pk=message_id)
@@ -89,10 +174,9 @@ def generate(message_id: int, emit: Emit, answerer: Answerer | None = None) -> M
     finished = Finished()
     message.answerer = answerer.name
 
-    def save(**extra: Any) -> None:
-        Message.objects.filter(pk=message.pk).update(
-            content="".join(parts), tool_calls=tool_calls, answerer=answerer.name, **extra
-        )
+    def save(**fields: Any) -> None:
+        _write(message_id, attempt, content="".join(parts), tool_calls=tool_calls,
+               answerer=answerer.name, **fields)  # fmt: skip
 
     try:
         for event in answerer.run(question, _history(message), context):
@@ -113,11 +197,16 @@ def generate(message_id: int, emit: Emit, answerer: Answerer | None = None) -> M
                 save()
             elif isinstance(event, Finished):
                 finished = event
+    except Superseded:
+        raise
     except AnswerError as exc:
-        return _fail(message, str(exc), parts, tool_calls, emit)
+        save(status=Message.Status.ERROR, error=str(exc))
+        return _failed(message, str(exc), emit)
     except Exception:
         logger.exception("answer %s failed", message.pk)
-        return _fail(message, "Something went wrong while answering.", parts, tool_calls, emit)
+        error = "Something went wrong while answering."
+        save(status=Message.Status.ERROR, error=error)
+        return _failed(message, error, emit)
 
     content = "".join(parts)
     citations, refused = verify(content, context.sources, finished.quotes)
@@ -127,13 +216,10 @@ def generate(message_id: int, emit: Emit, answerer: Answerer | None = None) -> M
     for citation in citations:
         emit("citation", {"message_id": message.pk, **citation})
     metadata = {"unverified_citations": refused, "abstained": finished.abstained}
-    Message.objects.filter(pk=message.pk).update(
-        content=content,
+    save(
         status=Message.Status.COMPLETE,
-        answerer=answerer.name,
         citations=citations,
         retrieved=[_retrieved(source) for source in context.sources],
-        tool_calls=tool_calls,
         confidence=finished.confidence,
         follow_ups=finished.follow_ups[:3],
         usage=finished.usage,
@@ -157,21 +243,22 @@ def generate(message_id: int, emit: Emit, answerer: Answerer | None = None) -> M
     return message
 
 
+def _write(message_id: int, attempt: int, **fields: Any) -> None:
+    """Save this generation's state, only while it still owns the answer."""
+    owned = Message.objects.filter(
+        pk=message_id, attempt=attempt, status=Message.Status.STREAMING
+    ).update(updated_at=Now(), **fields)
+    if not owned:
+        raise Superseded
+
+
 def _retrieved(source: dict[str, Any]) -> dict[str, Any]:
     keys = ("n", "kind", "id", "score", "lexical", "vector", "attachment_id", "file", "page",
             "note_id")  # fmt: skip
     return {key: source[key] for key in keys if key in source}
 
 
-def _fail(
-    message: Message, error: str, parts: list[str], tool_calls: list[dict[str, Any]], emit: Emit
-) -> Message:
-    Message.objects.filter(pk=message.pk).update(
-        status=Message.Status.ERROR,
-        error=error,
-        content="".join(parts),
-        tool_calls=tool_calls,
-    )
+def _failed(message: Message, error: str, emit: Emit) -> Message:
     emit("error", {"message_id": message.pk, "message": error})
     message.refresh_from_db()
     return message

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
 
 from notes.models import Note, Notebook
 
@@ -67,12 +68,24 @@ class Message(models.Model):
     timings = models.JSONField(default=dict, blank=True)  # retrieval, first_token, total (s)
     # e.g. {"unverified_citations": 1, "abstained": true}
     metadata = models.JSONField(default=dict, blank=True)
+    # Which generation owns a streaming answer: each claim adds one, and a generation writes
+    # only while the row still carries its number (see chat.agent).
+    attempt = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
+    # While an answer is written, its process touches this every few seconds (the heartbeat
+    # in chat.agent); an answer in progress that stopped being touched lost its process.
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["created_at", "pk"]
-        indexes = [models.Index(fields=["conversation", "created_at"])]
+        indexes = [
+            models.Index(fields=["conversation", "created_at"]),
+            models.Index(
+                fields=["updated_at"],
+                condition=Q(status__in=["pending", "streaming"]),
+                name="chat_message_in_progress",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.role}: {self.content[:40]}"

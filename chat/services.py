@@ -3,11 +3,15 @@
 
 from __future__ import annotations
 
+import logging
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import DateTimeField, ExpressionWrapper
+from django.db.models.functions import Now
 
 from attachments.models import NoteAttachment
 from chat.models import Conversation, Message
@@ -16,7 +20,15 @@ from notes.models import Note, Notebook
 if TYPE_CHECKING:
     from notebook.types import User
 
+logger = logging.getLogger(__name__)
 TITLE_CHARS = 80
+# An answer in progress whose `updated_at` is older than this lost the process writing it: a
+# live generation touches it every chat.agent.HEARTBEAT_SECONDS, whatever the model is doing.
+ABANDONED_AFTER_SECONDS = 60.0
+INTERRUPTED_REASON = (
+    "The server stopped while this answer was being written (it restarted or crashed). "
+    "Retry to answer again."
+)
 
 
 def _clean_question(text: str) -> str:
@@ -105,6 +117,7 @@ def message_retry(*, message: Message) -> Message:
         raise ValidationError("Only a failed or interrupted answer can be retried.", code="state")
     updated = Message.objects.filter(pk=message.pk, status=message.status).update(
         status=Message.Status.PENDING,
+        updated_at=Now(),  # a fresh pending answer, not an abandoned one
         content="",
         error="",
         citations=[],
@@ -120,3 +133,26 @@ def message_retry(*, message: Message) -> Message:
         raise ValidationError("This answer is already being retried.", code="state")
     message.refresh_from_db()
     return message
+
+
+def message_interrupt_abandoned(*, conversation_id: int | None = None) -> int:
+    """Mark answers interrupted whose generation stopped (its web process died or restarted
+    mid-answer): pending or streaming, and not touched for ABANDONED_AFTER_SECONDS by the
+    database's clock. Safe with several web processes, each beating for its own answers; a
+    conditional UPDATE, so it is idempotent and races with nothing. Returns how many."""
+    cutoff = ExpressionWrapper(
+        Now() - timedelta(seconds=ABANDONED_AFTER_SECONDS), output_field=DateTimeField()
+    )
+    answers = Message.objects.filter(
+        role=Message.Role.ASSISTANT,
+        status__in=(Message.Status.PENDING, Message.Status.STREAMING),
+        updated_at__lt=cutoff,
+    )
+    if conversation_id is not None:
+        answers = answers.filter(conversation_id=conversation_id)
+    interrupted = answers.update(
+        status=Message.Status.INTERRUPTED, error=INTERRUPTED_REASON, updated_at=Now()
+    )
+    if interrupted:
+        logger.warning("marked %s abandoned answer(s) interrupted", interrupted)
+    return interrupted

@@ -1,22 +1,35 @@
-"""Alice can never see or change Bob's notebooks and notes, whatever page or API route she uses.
+"""Alice can never see or change Bob's notebooks and notes, whatever page, API route, WebSocket
+or agent tool she uses, with whatever HTTP verb.
 
-Both tests enumerate the routes they cover and fail when a route exists that they do not know,
-so a new page or endpoint cannot ship without an isolation check.
+Each family of tests enumerates what it covers (URL patterns and the methods their views
+accept, the API's OpenAPI operations and the id parameters they take, the WebSocket routes,
+the agent tools and their id arguments) and fails when something exists that it does not know,
+so a new page, endpoint, socket or tool cannot ship without an isolation check.
 """
 
 from __future__ import annotations
 
+import inspect
+import json
 import re
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlencode
 
 import pytest
+from asgiref.sync import async_to_sync
+from channels.testing import WebsocketCommunicator
 from django.test import Client
 from django.urls import URLPattern, get_resolver
 
 from notebook.api import api
+from notebook.asgi import application
+from notebook.routing import websocket_urlpatterns
 from notes.models import Note, Notebook
 from tests.conftest import EVAL_PDFS
 
 pytestmark = pytest.mark.django_db
+VERBS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 
 # Pages that take a notebook or note id, with the methods they accept.
 OBJECT_PAGES = {
@@ -77,9 +90,30 @@ def _app_patterns() -> dict[str, URLPattern]:
     return found
 
 
+def _accepted_methods(pattern: URLPattern) -> set[str]:
+    """The verbs a view lets through: those of its @require_http_methods (found through the
+    decorators' __wrapped__ chain), of its class, or all of them."""
+    view: Any = pattern.callback
+    if hasattr(view, "view_class"):
+        return {m.upper() for m in view.view_class.http_method_names
+                if hasattr(view.view_class, m)} & set(VERBS)  # fmt: skip
+    while view is not None:
+        allowed = inspect.getclosurevars(view).nonlocals.get("request_method_list")
+        if allowed is not None:
+            return set(allowed)
+        view = getattr(view, "__wrapped__", None)
+    return set(VERBS)
+
+
 def test_every_page_is_covered_by_this_test():
     known = set(OBJECT_PAGES) | set(PLAIN_PAGES) | PUBLIC_PAGES
     assert set(_app_patterns()) - known == set()
+
+
+def test_the_methods_listed_here_are_those_the_views_accept():
+    patterns = _app_patterns()
+    listed = {name: set(methods) for name, (_, methods) in OBJECT_PAGES.items()}
+    assert listed == {name: _accepted_methods(patterns[name]) for name in OBJECT_PAGES}
 
 
 @pytest.fixture
@@ -132,17 +166,36 @@ def _url_for(name: str, object_id: int) -> str:
     return reverse(name, kwargs={kwarg: object_id})
 
 
+PAGE_DATA = {"title": "pwned", "body": "pwned", "description": "pwned", "password": "x",
+             "content": "pwned?", "action": "retry", "message_id": "0"}  # fmt: skip
+
+
+def _request(
+    client: Client, method: str, url: str, name: str = "", headers: dict[str, str] | None = None
+) -> Any:
+    if method == "POST" and name == "attachments:upload":
+        return client.post(url, {**PAGE_DATA, "files": _pdf_upload()}, headers=headers)
+    if method == "GET":
+        return client.get(url, PAGE_DATA, headers=headers)
+    body = urlencode(PAGE_DATA)
+    form = "application/x-www-form-urlencoded"
+    return client.generic(method, url, body, content_type=form, headers=headers)
+
+
 @pytest.mark.parametrize("name", sorted(OBJECT_PAGES))
 def test_pages_answer_404_for_another_users_objects(name, alice_client, bobs_objects, bob_note):
+    """404 for every verb the view accepts; a verb it does not accept may answer 405, never
+    anything else, and nothing changes either way."""
     kind, methods = OBJECT_PAGES[name]
     url = _url_for(name, bobs_objects[kind])
-    for method in methods:
-        data = {"title": "pwned", "body": "pwned", "description": "pwned", "password": "x",
-                "content": "pwned?"}  # fmt: skip
-        if name == "attachments:upload":
-            data["files"] = _pdf_upload()
-        response = getattr(alice_client, method.lower())(url, data)
-        assert response.status_code == 404, f"{method} {url} answered {response.status_code}"
+    for method in VERBS:
+        for headers in ({}, {"HX-Request": "true"}):
+            response = _request(alice_client, method, url, name, headers)
+            allowed = {404} if method in methods else {404, 405}
+            assert response.status_code in allowed, (
+                f"{method} {url} {headers} answered {response.status_code}"
+            )
+            assert b"Bob" not in response.content
     _bobs_data_untouched(bobs_objects)
     bob_note.refresh_from_db()
     assert bob_note.title == "Bob's note"
@@ -151,21 +204,33 @@ def test_pages_answer_404_for_another_users_objects(name, alice_client, bobs_obj
     assert Note.objects.filter(notebook_id=bobs_objects["notebook"]).count() == 1
 
 
+def _sent_to_login(response: Any) -> bool:
+    return response.status_code == 302 and str(response["Location"]).startswith(
+        "/accounts/login/?next="
+    )
+
+
 @pytest.mark.parametrize("name", sorted(OBJECT_PAGES))
 def test_pages_redirect_anonymous_users_to_login(name, anon_client, bobs_objects):
     kind, methods = OBJECT_PAGES[name]
     url = _url_for(name, bobs_objects[kind])
-    for method in methods:
-        response = getattr(anon_client, method.lower())(url)
-        assert response.status_code == 302
-        assert response["Location"].startswith("/accounts/login/?next=")
+    for method in VERBS:
+        response = _request(anon_client, method, url, name)
+        if method in methods:
+            assert _sent_to_login(response), f"{method} {url} answered {response.status_code}"
+        else:
+            assert _sent_to_login(response) or response.status_code == 405, (method, url)
+    _bobs_data_untouched(bobs_objects)
 
 
 @pytest.mark.parametrize("url", sorted(PLAIN_PAGES.values()))
 def test_plain_pages_redirect_anonymous_users_to_login(url, anon_client):
-    response = anon_client.get(url)
-    assert response.status_code == 302
-    assert response["Location"].startswith("/accounts/login/")
+    for method in VERBS:
+        response = _request(anon_client, method, url)
+        assert _sent_to_login(response) or (method != "GET" and response.status_code == 405), (
+            f"{method} {url} answered {response.status_code}"
+        )
+    assert not Notebook.objects.exists()  # notebook_list's POST creates one: not anonymously
 
 
 def test_lists_never_show_another_users_objects(alice_client, bobs_objects):
@@ -237,26 +302,121 @@ def _fill(path: str, ids: dict[str, int]) -> str:
     return re.sub(r"\{(\w+)_id\}", lambda m: str(ids[m.group(1)]), path)
 
 
-@pytest.mark.parametrize(("method", "path"), sorted(API_WITH_IDS))
-def test_api_answers_404_for_another_users_objects(method, path, alice_api, bobs_objects):
+API_BODY = '{"title": "pwned", "body": "pwned", "password": "x", "content": "pwned?"}'
+PATHS_WITH_IDS = sorted({path for _, path in API_WITH_IDS})
+
+
+def _api_call(client: Client, method: str, url: str) -> Any:
+    if url.endswith("/attachments") and method == "POST":
+        return client.post(url, {"files": [_pdf_upload()]})
+    return client.generic(method, url, API_BODY, content_type="application/json")
+
+
+@pytest.mark.parametrize("path", PATHS_WITH_IDS)
+def test_api_answers_404_for_another_users_objects(path, alice_api, bobs_objects):
+    """404 for every operation of the path; another verb may answer 405, nothing else."""
     url = _fill(path, bobs_objects)
-    if path.endswith("/attachments") and method == "POST":
-        response = alice_api.post(url, {"files": [_pdf_upload()]})
-    else:
-        body = '{"title": "pwned", "body": "pwned", "password": "x", "content": "pwned?"}'
-        response = alice_api.generic(method, url, body, content_type="application/json")
-    assert response.status_code == 404, f"{method} {url} answered {response.status_code}"
+    for method in VERBS:
+        response = _api_call(alice_api, method, url)
+        allowed = {404} if (method, path) in API_WITH_IDS else {404, 405}
+        assert response.status_code in allowed, f"{method} {url} answered {response.status_code}"
+        assert b"Bob" not in response.content
     _bobs_data_untouched(bobs_objects)
     assert Note.objects.filter(pk=bobs_objects["note"], title="Bob's note").exists()
     assert Notebook.objects.filter(pk=bobs_objects["notebook"], title="Bob's secrets").exists()
 
 
-@pytest.mark.parametrize(("method", "path"), sorted(API_WITH_IDS | API_WITHOUT_IDS))
-def test_api_answers_401_to_anonymous_and_bad_tokens(method, path, bobs_objects):
+@pytest.mark.parametrize("path", sorted({path for _, path in API_WITH_IDS | API_WITHOUT_IDS}))
+def test_api_answers_401_to_anonymous_and_bad_tokens(path, bobs_objects):
     url = _fill(path, bobs_objects)
+    known = {method for method, p in API_WITH_IDS | API_WITHOUT_IDS if p == path}
     for client in (Client(), Client(headers={"Authorization": "Bearer nbk_not-a-real-token"})):
-        response = client.generic(method, url, "{}", content_type="application/json")
-        assert response.status_code == 401, f"{method} {url} answered {response.status_code}"
+        for method in VERBS:
+            response = client.generic(method, url, "{}", content_type="application/json")
+            allowed = {401} if method in known else {401, 405}
+            assert response.status_code in allowed, (
+                f"{method} {url} answered {response.status_code}"
+            )
+    _bobs_data_untouched(bobs_objects)
+
+
+class Bobs:
+    """One of Bob's objects, by kind, in a query or body (filled in by the test)."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+
+# Operations naming objects in their query or body: every combination naming one of Bob's
+# objects answers 404 (Alice's own notebook beside Bob's note too).
+API_ID_FILTERS: dict[tuple[str, str], list[dict[str, Any]]] = {
+    ("GET", "/api/search"): [
+        {"q": "bob", "notebook_id": Bobs("notebook")},
+        {"q": "bob", "note_id": Bobs("note")},
+        {"q": "bob", "attachment_ids": [Bobs("attachment")]},
+    ],
+    ("POST", "/api/search"): [
+        {"q": "bob", "notebook_id": Bobs("notebook")},
+        {"q": "bob", "note_id": Bobs("note")},
+        {"q": "bob", "attachment_ids": [Bobs("attachment")]},
+    ],
+    ("GET", "/api/conversations"): [
+        {"notebook_id": Bobs("notebook")},
+        {"note_id": Bobs("note")},
+    ],
+    ("POST", "/api/conversations"): [
+        {"notebook_id": Bobs("notebook")},
+        {"notebook_id": Bobs("notebook"), "note_id": Bobs("note")},
+        {"notebook_id": "alices", "note_id": Bobs("note")},
+    ],
+}
+
+
+def _id_parameters(method: str, path: str) -> set[str]:
+    """Names of the operation's query and body fields that name objects (`*_id`, `*_ids`),
+    from the OpenAPI schema."""
+    schema = api.get_openapi_schema()
+    operation = schema["paths"][path][method.lower()]
+    names = {p["name"] for p in operation.get("parameters", []) if p["in"] != "path"}
+    for content in operation.get("requestBody", {}).get("content", {}).values():
+        body = content.get("schema", {})
+        if "$ref" in body:
+            body = schema["components"]["schemas"][body["$ref"].rsplit("/", 1)[1]]
+        names |= set(body.get("properties", {}))
+    return {name for name in names if name.endswith(("_id", "_ids"))}
+
+
+def test_every_id_taking_query_or_body_is_covered_by_this_test():
+    for method, path in sorted(API_WITH_IDS | API_WITHOUT_IDS):
+        taken = _id_parameters(method, path)
+        tried = {key for combo in API_ID_FILTERS.get((method, path), []) for key in combo}
+        assert taken <= tried, f"{method} {path}: add {taken - tried} to API_ID_FILTERS"
+
+
+@pytest.mark.parametrize(("method", "path"), sorted(API_ID_FILTERS))
+def test_api_filters_naming_another_users_objects_answer_404(
+    method, path, alice, alice_api, bobs_objects
+):
+    from notes.services import notebook_create
+
+    alices = notebook_create(owner=alice, title="Alice's").pk
+
+    def resolve(value: Any) -> Any:
+        if isinstance(value, list):
+            return [resolve(v) for v in value]
+        if isinstance(value, Bobs):
+            return bobs_objects[value.kind]
+        return alices if value == "alices" else value
+
+    for combo in API_ID_FILTERS[(method, path)]:
+        params = {key: resolve(value) for key, value in combo.items()}
+        if method == "GET":
+            response = alice_api.get(path, params)
+        else:
+            response = alice_api.post(path, json.dumps(params), content_type="application/json")
+        assert response.status_code == 404, f"{method} {path} {combo} -> {response.status_code}"
+        assert b"Bob" not in response.content
+    _bobs_data_untouched(bobs_objects)
 
 
 def test_api_lists_never_show_another_users_objects(alice_api, bobs_objects):
@@ -276,3 +436,128 @@ def test_background_requests_of_a_logged_out_browser_get_401_and_a_login_redirec
         f"/notes/{bobs_objects['note']}/attachments/", headers={"X-Upload": "1"}
     )
     assert upload.status_code == 401
+
+
+# --- WebSockets -------------------------------------------------------------------------------
+
+# Every WebSocket route, with the kind of object its id names.
+WS_ROUTES = {"ws/chat/<int:conversation_id>/": "conversation"}
+
+
+def test_every_websocket_route_is_covered_by_this_test():
+    assert {str(p.pattern) for p in websocket_urlpatterns} == set(WS_ROUTES)
+
+
+def _ws_url(route: str, ids: dict[str, int]) -> str:
+    return "/" + re.sub(r"<int:(\w+)_id>", lambda m: str(ids[m.group(1)]), route)
+
+
+def _session_cookie(user) -> bytes:
+    client = Client()
+    client.force_login(user)
+    client.get("/")  # the CSRF cookie too, as a browser has it
+    return "; ".join(f"{k}={v.value}" for k, v in client.cookies.items()).encode()
+
+
+def _connects(url: str, cookie: bytes, then: Callable[[WebsocketCommunicator], Any] | None = None):
+    """Whether the socket is accepted (through the real ASGI stack: origin, session, routing);
+    `then` runs on an accepted socket before it is closed."""
+
+    async def go() -> bool:
+        headers = [(b"origin", b"http://localhost"), (b"host", b"localhost")]
+        if cookie:
+            headers.append((b"cookie", cookie))
+        communicator = WebsocketCommunicator(application, url, headers=headers)
+        connected, _ = await communicator.connect(timeout=10)
+        if connected and then is not None:
+            await then(communicator)
+        await communicator.disconnect()
+        return bool(connected)
+
+    return async_to_sync(go)()
+
+
+@pytest.mark.django_db(transaction=True)  # Channels closes connections around each query
+@pytest.mark.parametrize("route", sorted(WS_ROUTES))
+def test_sockets_refuse_anonymous_users_and_another_users_objects(route, alice, bobs_objects):
+    from chat.services import conversation_create
+    from notes.services import notebook_create
+
+    alices = conversation_create(owner=alice, notebook=notebook_create(owner=alice, title="A"))
+    mine = _ws_url(route, {WS_ROUTES[route]: alices.pk})
+    bobs = _ws_url(route, bobs_objects)
+    cookie = _session_cookie(alice)
+
+    async def name_bobs_message(communicator: WebsocketCommunicator) -> None:
+        # On her own socket, Alice names Bob's failed answer: nothing happens, nothing comes.
+        frame = {"action": "retry", "message_id": bobs_objects["message"]}
+        await communicator.send_to(text_data=json.dumps(frame))
+        assert await communicator.receive_nothing(timeout=0.3)
+
+    assert _connects(bobs, b"") is False
+    assert _connects(mine, b"") is False
+    assert _connects(bobs, cookie) is False
+    assert _connects(mine, cookie, then=name_bobs_message) is True  # the control
+    from chat.models import Conversation
+
+    Conversation.objects.filter(pk=alices.pk).delete()  # so that Bob's data checks hold
+    _bobs_data_untouched(bobs_objects)
+
+
+# --- Agent tools ------------------------------------------------------------------------------
+
+# Every agent tool, with the kind of object each of its id arguments names.
+TOOL_ID_ARGS: dict[str, dict[str, str]] = {
+    "document_search": {"note_id": "note"},
+    "note_search": {},
+    "note_read": {"note_id": "note"},
+}
+TOOL_CANARY = "zqxjisolationcanary"
+
+
+def _registry() -> dict[str, Any]:
+    from chat.tools import REGISTRY, builtin  # noqa: F401  (registers the built-in tools)
+
+    return REGISTRY
+
+
+def test_every_agent_tool_is_covered_by_this_test():
+    registry = _registry()
+    assert set(registry) == set(TOOL_ID_ARGS)
+    for name, tool in registry.items():
+        ids = {field for field in tool.args.model_fields if field.endswith(("_id", "_ids"))}
+        assert ids == set(TOOL_ID_ARGS[name]), f"{name}: list its id arguments"
+
+
+@pytest.mark.parametrize("name", sorted(TOOL_ID_ARGS))
+def test_agent_tools_never_return_another_users_objects(name, alice, bob, bobs_objects):
+    """Called in Alice's chats (about her notebook, and about her note) with Bob's ids and
+    words only Bob's note contains, a tool answers from Alice's sources only."""
+    from chat.tools import ToolContext
+    from notes import indexing
+    from notes.services import note_create, note_update, notebook_create
+
+    bobs_note = Note.objects.get(pk=bobs_objects["note"])
+    note_update(note=bobs_note, body=f"{TOOL_CANARY} bob only, the vault code")
+    indexing.note_embed(note_id=bobs_note.pk)
+    notebook = notebook_create(owner=alice, title="Alice's")
+    hers = note_create(notebook=notebook, author=alice, title="Alice's note", body="the vault")
+    indexing.note_embed(note_id=hers.pk)
+
+    tool = _registry()[name]
+    arguments: dict[str, Any] = {}
+    for field, info in tool.args.model_fields.items():
+        if field in TOOL_ID_ARGS[name]:
+            arguments[field] = bobs_objects[TOOL_ID_ARGS[name][field]]
+        elif field == "query":
+            arguments[field] = f"{TOOL_CANARY} bob vault code"
+        else:
+            assert not info.is_required(), f"{name}.{field}: say what to pass"
+    for context in (ToolContext(user=alice, notebook=notebook),
+                    ToolContext(user=alice, notebook=notebook, note=hers)):  # fmt: skip
+        result = tool.run(context, arguments)
+        assert TOOL_CANARY not in result.content
+        assert "Bob" not in result.content
+        assert "bob only" not in result.content
+        assert all(p["note_id"] == hers.pk for p in result.passages), result.passages
+        assert all(s["note_id"] == hers.pk for s in context.sources)

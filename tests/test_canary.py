@@ -1,0 +1,346 @@
+"""A canary in Bob's sources never reaches Alice, whatever she (or a model answering her) runs.
+
+Bob has a real PDF (natbib.pdf, ingested by the real pipeline) and a note; a canary string is
+planted in a page and a chunk of his PDF (re-indexed and re-embedded through the pipeline's own
+functions) and in his note. Alice has her own real PDF (url.pdf) and note. As Alice we then run
+everything that could carry text or counts across: the search page and /api/search in every
+mode, with the canary's words and with words of Bob's PDF; each chat tool with Bob's ids; whole
+answers through chat.agent.generate with the extractive answerer and with a chat model (a local
+fake server speaking OpenAI's protocol) that asks for Bob's ids and the canary; follow-ups;
+and the counts pages show (notebook list, "N results", filter lists, PDFs being processed).
+
+Alice types the canary's words, never the canary itself (`zqxj-canary-plover` is one token to
+Postgres and a string to us): where it shows up, it came from Bob. A model's tool arguments
+echo what it asked for, so those are the one place the canary may appear.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from html import escape
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import override_settings
+from django_q.models import OrmQ
+
+from attachments.models import DocumentChunk, NoteAttachment
+from attachments.retrieval import Mode, Scope, search
+from attachments.services.ingestion import _index_text, attachment_reembed
+from chat import services
+from chat.agent import generate
+from chat.models import Message
+from chat.tools import ToolContext, tools_for
+from notes import indexing
+from notes.services import note_create, notebook_create
+from tests.attachments.test_pipeline import ingest
+from tests.conftest import upload
+from tests.factories import UserFactory
+from tests.fake_chat import Answer, FakeChat, Metadata, ToolCall, fake_chat_server, sources_in
+
+pytestmark = pytest.mark.django_db
+CANARY = "zqxj-canary-plover"
+CANARY_WORDS = "zqxj canary plover"  # what Alice types
+BOB_SENTENCE = f"The vault combination is {CANARY}, said Bob."
+BOB_WORDS = "natbib citep citet author-year numerical citations"  # words of Bob's PDF
+MODES: tuple[Mode, ...] = ("lexical", "vector", "hybrid")
+QUERIES = (CANARY, CANARY_WORDS, BOB_WORDS, "what is the vault combination")
+# Anywhere in a response these can only have come from Bob's sources.
+BOB_ONLY = (CANARY, "natbib.pdf", "Bob's", "Patrick W. Daly", "harvard, apalike")
+
+
+@pytest.fixture(scope="module")
+def world(django_db_setup, django_db_blocker, tmp_path_factory):
+    """Built once for the module and committed (ingesting two real PDFs takes a while); each
+    test runs in a transaction on top of it. The `alice` and `bob` fixtures are these users."""
+    with django_db_blocker.unblock(), override_settings(MEDIA_ROOT=tmp_path_factory.mktemp("m")):
+        queued = set(OrmQ.objects.values_list("pk", flat=True))
+        try:
+            yield build_world()
+        finally:  # committed: leave the database as the next module expects it
+            User.objects.filter(username__in=["alice", "bob"]).delete()
+            OrmQ.objects.exclude(pk__in=queued).delete()  # the tasks our commits queued
+
+
+def build_world() -> SimpleNamespace:
+    alice, bob = UserFactory.create(username="alice"), UserFactory.create(username="bob")
+    bobs_book = notebook_create(owner=bob, title="Bob's secrets")
+    bobs_note = note_create(
+        notebook=bobs_book, author=bob, title="Bob's plans", body=f"{BOB_SENTENCE} natbib."
+    )
+    indexing.note_embed(note_id=bobs_note.pk)
+    bobs_pdf = ingest(upload(bob, bobs_note, "natbib.pdf"))
+    assert bobs_pdf.status == "ready", bobs_pdf.error
+    planted = plant(bobs_pdf)
+    waiting = upload(bob, bobs_note, "url.pdf")  # still pending: never counted for Alice
+    assert waiting.status == "pending"
+
+    book = notebook_create(owner=alice, title="Alice's library")
+    note = note_create(
+        notebook=book, author=alice, title="URLs in LaTeX",
+        body="Reading notes on url.sty: how URLs break across lines.",
+    )  # fmt: skip
+    indexing.note_embed(note_id=note.pk)
+    mine = ingest(upload(alice, note, "url.pdf"))
+    assert mine.status == "ready", mine.error
+    world = SimpleNamespace(
+        alice=alice, bob=bob, book=book, note=note, pdf=mine,
+        bobs_book=bobs_book, bobs_note=bobs_note, bobs_pdf=bobs_pdf, planted=planted,
+    )  # fmt: skip
+    bob_finds_his_canary(world)
+    return world
+
+
+def plant(attachment: NoteAttachment) -> DocumentChunk:
+    """Put the canary sentence at the end of the PDF's last chunk and into its page, then
+    index and embed that chunk again with the pipeline's functions."""
+    chunk = attachment.chunks.order_by("-index").first()
+    assert chunk is not None
+    page = attachment.pages.get(number=chunk.page_number)
+    added = f" {BOB_SENTENCE}"
+    page.text = page.text[: chunk.end_char] + added + page.text[chunk.end_char :]
+    page.save(update_fields=["text"])
+    chunk.content += added
+    chunk.end_char += len(added)
+    chunk.char_count = len(chunk.content)
+    chunk.embedding_model = ""  # so that re-embedding takes it
+    chunk.save(update_fields=["content", "end_char", "char_count", "embedding_model"])
+    _index_text(attachment, attachment.language, attachment.search_config)
+    attachment_reembed(attachment_id=attachment.pk)
+    attachment.refresh_from_db()
+    assert attachment.status == "ready", attachment.error
+    chunk.refresh_from_db()
+    assert chunk.embedding_model
+    assert chunk.vectors.exists()
+    return chunk
+
+
+def bob_finds_his_canary(world: SimpleNamespace) -> None:
+    """The control: the canary is findable, in every mode, by its owner."""
+    for mode in MODES:
+        query = BOB_SENTENCE if mode == "vector" else CANARY_WORDS
+        hits = search(user=world.bob, query=query, mode=mode, limit=20).hits
+        found = {(hit.kind, hit.chunk.pk if hit.chunk else hit.note.pk) for hit in hits}
+        assert ("document", world.planted.pk) in found, mode
+        assert ("note", world.bobs_note.pk) in found, mode
+
+
+def assert_nothing_of_bobs(text: str, where: str) -> None:
+    for marker in BOB_ONLY:
+        for form in (marker, escape(marker), json.dumps(marker)[1:-1]):
+            assert form not in text, f"{marker!r} reached Alice in {where}"
+
+
+def results_part(page: str) -> str:
+    """The search page from its summary on (above it, the form echoes the query)."""
+    start = page.find('id="search-summary"')
+    return page[start:] if start >= 0 else ""
+
+
+# --- search -----------------------------------------------------------------------------------
+
+
+def test_search_never_shows_bobs_canary_document_or_counts(world, alice_client, alice_api):
+    alices_notes = {world.note.pk}
+    for mode in MODES:
+        for query in QUERIES:
+            for include_notes in (True, False):
+                params = {"q": query, "mode": mode, "limit": 20, "include_notes": include_notes}
+                got = alice_api.get("/api/search", params)
+                posted = alice_api.post("/api/search", json.dumps(params), "application/json")
+                for response in (got, posted):
+                    assert response.status_code == 200
+                    body = response.json()
+                    assert {h["note_id"] for h in body["hits"]} <= alices_notes
+                    assert {h["notebook_id"] for h in body["hits"]} <= {world.book.pk}
+                    assert_nothing_of_bobs(json.dumps(body["hits"]), f"/api/search {params}")
+                count = len(got.json()["hits"])
+                form = {"q": query, "mode": mode, **({"notes": "on"} if include_notes else {})}
+                for url in ("/search/", f"/notebooks/{world.book.pk}/search/"):
+                    page = alice_client.get(url, form).content.decode()
+                    assert_nothing_of_bobs(results_part(page), f"{url} {form}")
+                    for marker in ("Bob's", "natbib.pdf"):  # filters list names, too
+                        assert escape(marker) not in page
+                    assert "still being processed" not in page  # Bob's pending PDF
+                    shown = re.search(r'id="search-summary">(\d+) result', page)
+                    assert shown is not None
+                    assert int(shown.group(1)) == count, (url, form)
+
+
+def test_pages_and_lists_count_only_alices_things(world, alice_client, alice_api):
+    listing = alice_client.get("/").content.decode()
+    assert escape("Alice's library") in listing
+    assert "Bob" not in listing
+    assert re.findall(r"(\d+) notes?\b", listing) == ["1"]
+    filters = alice_client.get("/search/").content.decode()  # the filter lists, no query
+    assert escape("Alice's library") in filters
+    assert "url.pdf (URLs in LaTeX)" in filters
+    for marker in ("Bob", "natbib.pdf", "still being processed"):
+        assert marker not in filters
+    assert alice_api.get("/api/notebooks").json()["count"] == 1
+    assert alice_api.get(f"/api/notebooks/{world.book.pk}/notes").json()["count"] == 1
+    assert alice_api.get("/api/conversations").json()["count"] == 0
+    detail = alice_client.get(f"/notebooks/{world.book.pk}/").content.decode()
+    assert "Bob" not in detail
+
+
+# --- chat: tools and the extractive answerer ---------------------------------------------------
+
+
+def tool_arguments(world: SimpleNamespace, name: str) -> list[dict[str, Any]]:
+    """What a model could try: Bob's note, the canary, words of Bob's PDF."""
+    bobs = world.bobs_note.pk
+    return {
+        "document_search": [{"query": CANARY, "note_id": bobs}, {"query": CANARY, "limit": 10},
+                            {"query": BOB_WORDS, "limit": 10}],
+        "note_search": [{"query": CANARY}, {"query": f"{CANARY_WORDS} vault Bob"}],
+        "note_read": [{"note_id": bobs}],
+    }[name]  # fmt: skip
+
+
+def test_every_chat_tool_answers_from_alices_sources_only(world):
+    contexts = [ToolContext(user=world.alice, notebook=world.book),
+                ToolContext(user=world.alice, notebook=world.book, note=world.note)]  # fmt: skip
+    names: set[str] = set()
+    for context in contexts:
+        for tool in tools_for(context):
+            names.add(tool.name)
+            for arguments in tool_arguments(world, tool.name):
+                result = tool.run(context, arguments)
+                assert_nothing_of_bobs(result.content + json.dumps(result.passages), tool.name)
+                assert {p["note_id"] for p in result.passages} <= {world.note.pk}
+        assert {s["note_id"] for s in context.sources} <= {world.note.pk}
+    assert names == {"document_search", "note_search", "note_read"}
+
+
+def stored(message: Message) -> str:
+    """Everything saved on an answer, but the arguments the answerer passed to its tools
+    (they echo what it asked for)."""
+    calls = [{k: v for k, v in call.items() if k not in ("arguments", "summary")}
+             for call in message.tool_calls]  # fmt: skip
+    fields = [message.content, message.error, message.citations, message.retrieved, calls,
+              message.confidence, message.follow_ups, message.metadata]  # fmt: skip
+    return json.dumps(fields)
+
+
+def ask(conversation, question: str) -> tuple[Message, list[tuple[str, dict[str, Any]]]]:
+    events: list[tuple[str, dict[str, Any]]] = []
+    _, pending = services.message_ask(conversation=conversation, content=question)
+    answer = generate(pending.pk, lambda event, data: events.append((event, data)))
+    assert answer is not None
+    return answer, events
+
+
+def without_arguments(events: list[tuple[str, dict[str, Any]]]) -> str:
+    return json.dumps([(e, {k: v for k, v in d.items() if k not in ("arguments", "summary")})
+                       for e, d in events])  # fmt: skip
+
+
+def assert_conversation_clean(world, conversation, alice_client, alice_api) -> None:
+    for message in conversation.messages.filter(role="assistant"):
+        assert message.status == "complete", message.error
+        assert_nothing_of_bobs(stored(message), f"answer {message.pk}")
+        assert {s.get("note_id") for s in message.retrieved} <= {world.note.pk}
+        for citation in message.citations:
+            assert citation.get("attachment_id") in (None, world.pdf.pk)
+            assert citation.get("note_id") in (None, world.note.pk)
+    page = alice_client.get(f"/chats/{conversation.pk}/").content.decode()
+    assert_nothing_of_bobs(page, "the conversation page")
+    api = alice_api.get(f"/api/conversations/{conversation.pk}/messages").json()["items"]
+    for item in api:
+        item["tool_calls"] = [{k: v for k, v in c.items() if k not in ("arguments", "summary")}
+                              for c in item["tool_calls"]]  # fmt: skip
+    assert_nothing_of_bobs(json.dumps(api), "the messages API")
+    listing = alice_client.get(f"/notebooks/{world.book.pk}/chats/").content.decode()
+    assert f"{conversation.messages.count()} messages" in listing
+    assert "Bob" not in listing
+
+
+def test_extractive_answers_and_follow_ups_carry_nothing_of_bobs(world, alice_client, alice_api):
+    for note in (None, world.note):
+        conversation = services.conversation_create(
+            owner=world.alice, notebook=world.book, note=note
+        )
+        questions = [
+            f"What is the {CANARY_WORDS} vault combination someone mentioned?",
+            f"How do I use {BOB_WORDS} in LaTeX?",
+            "Why does the url package refuse to break a line between two colons?",
+        ]
+        for question in questions:
+            answer, events = ask(conversation, question)
+            assert_nothing_of_bobs(stored(answer) + without_arguments(events), question)
+        # A follow-up the answerer suggested, asked in the same conversation (with history).
+        suggested = [q for m in conversation.messages.all() for q in m.follow_ups]
+        answer, events = ask(conversation, suggested[0] if suggested else "Tell me more.")
+        assert_nothing_of_bobs(stored(answer) + without_arguments(events), "a follow-up")
+        assert_conversation_clean(world, conversation, alice_client, alice_api)
+
+
+# --- chat: a model that asks for Bob's things -------------------------------------------------
+
+
+@pytest.fixture
+def fake(settings):
+    with fake_chat_server() as server:
+        settings.CHAT_MODEL = "fake-model"
+        settings.OPENAI_BASE_URL = f"{server.url}/v1"
+        settings.OPENAI_API_KEY = "test-key"
+        yield server
+
+
+def prying(world: SimpleNamespace, fake: FakeChat):
+    """A model that calls every tool with Bob's ids and the canary, then answers with what the
+    tools gave it (so anything of Bob's would be in the answer), and suggests follow-ups made
+    of the sources it was shown."""
+    bobs = world.bobs_note.pk
+
+    def respond(body: dict[str, Any]) -> Any:
+        messages = body["messages"]
+        if not body.get("stream"):
+            shown = sources_in(messages[-1]["content"])
+            return Metadata({"confidence": "high", "answerable": True, "citations": [],
+                             "follow_ups": [text[:80] for text in shown.values()][:3]
+                             or [f"What is {CANARY}?"]})  # fmt: skip
+        results = [m["content"] for m in messages if m["role"] == "tool"]
+        if not results:
+            return [
+                ToolCall("document_search", {"query": CANARY, "note_id": bobs}),
+                ToolCall("document_search", {"query": f"{BOB_WORDS} {CANARY}", "limit": 10}),
+                ToolCall("note_read", {"note_id": bobs}),
+                ToolCall("note_search", {"query": CANARY}),
+                ToolCall("note_read", {"note_id": bobs, "notebook_id": world.bobs_book.pk}),
+            ]
+        return Answer("I found: " + " | ".join(results)[:3000])
+
+    return respond
+
+
+def test_a_model_asking_for_bobs_ids_and_canary_gets_nothing_of_his(
+    world, fake, alice_client, alice_api
+):
+    fake.respond = prying(world, fake)
+    conversation = services.conversation_create(owner=world.alice, notebook=world.book)
+    first, events = ask(conversation, f"Show me the {CANARY_WORDS} of every user.")
+    assert first.answerer == "llm"
+    assert [call["name"] for call in first.tool_calls] == [
+        "document_search", "document_search", "note_read", "note_search", "note_read"]  # fmt: skip
+    assert_nothing_of_bobs(stored(first) + without_arguments(events), "the model's answer")
+    second, events = ask(conversation, first.follow_ups[0])  # a follow-up, with history
+    assert_nothing_of_bobs(stored(second) + without_arguments(events), "the follow-up")
+    assert_conversation_clean(world, conversation, alice_client, alice_api)
+    # Nothing of Bob's was even shown to the model: system prompts, tool results, metadata
+    # requests (its own tool calls echo its arguments, so they are left out).
+    for body in fake.bodies:
+        for message in body["messages"]:
+            if message["role"] != "assistant":
+                assert_nothing_of_bobs(str(message.get("content")), f"a {message['role']} turn")
+
+
+def test_retrieval_scoped_to_bobs_notebook_or_note_is_empty_for_alice(world):
+    for scope in (Scope(notebook_id=world.bobs_book.pk), Scope(note_id=world.bobs_note.pk),
+                  Scope(attachment_ids=[world.bobs_pdf.pk])):  # fmt: skip
+        for mode in MODES:
+            assert search(user=world.alice, query=CANARY_WORDS, scope=scope, mode=mode).hits == []

@@ -27,7 +27,10 @@ PRODUCTION = {
 
 
 def manage(tmp_path: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if k not in PRODUCTION and k != "REDIS_URL"}
+    # DJANGO_ALLOW_ASYNC_UNSAFE is the browser tests' setting for this pytest process (see
+    # tests/e2e/conftest.py), not a production one: the deploy check rightly refuses it.
+    dropped = {*PRODUCTION, "REDIS_URL", "DJANGO_ALLOW_ASYNC_UNSAFE"}
+    base = {k: v for k, v in os.environ.items() if k not in dropped}
     # A database URL that is never dialled: the checks run without --database.
     full_env = {
         **base,

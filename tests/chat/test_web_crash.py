@@ -39,6 +39,7 @@ from chat.agent import generate
 from chat.events import Finished, Token
 from chat.models import Conversation, Message
 from notes.services import note_create, notebook_create
+from tests.daphne_server import start_daphne
 from tests.fake_chat import Answer, fake_chat_server
 
 QUESTION = "What do my notes say about colons?"
@@ -223,16 +224,7 @@ def _asgi_application() -> Any:  # module level: the child process calls it
 def start_web() -> DaphneProcess:
     """daphne serving the ASGI application on a free port, forked from this process (it
     inherits the settings and the patched timings)."""
-    connections.close_all()  # the child must open its own connections, not share ours
-    server = DaphneProcess("localhost", _asgi_application)
-    server.daemon = True
-    server.start()
-    deadline = time.monotonic() + 60
-    while not server.ready.wait(timeout=0.5):
-        if not server.is_alive() or time.monotonic() > deadline:
-            error = "" if server.errors.empty() else server.errors.get()[1]
-            raise RuntimeError(f"daphne did not start: {error}")
-    return server
+    return start_daphne(_asgi_application)
 
 
 class Socket:

@@ -16,16 +16,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from daphne.testing import DaphneProcess
 from django.contrib.auth.models import User
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
-from django.db import connections
 from playwright.sync_api import Browser, BrowserContext, Locator, Page, expect
 
 from chat.models import Message
 from notes.models import Note
 from notes.services import note_create, notebook_create
 from tests.conftest import EVAL_PDFS
+from tests.daphne_server import start_daphne
 from tests.e2e.conftest import SCREENSHOTS
 from tests.e2e.helpers import login
 from tests.workers import Worker, run_worker
@@ -72,15 +71,7 @@ def _asgi_application() -> Any:  # module level: the child process calls it
 @pytest.fixture
 def asgi_server(transactional_db) -> Iterator[str]:
     """daphne serving notebook.asgi.application on a free port of localhost."""
-    connections.close_all()  # the child must open its own connections, not share ours
-    server = DaphneProcess("localhost", _asgi_application)
-    server.daemon = True
-    server.start()
-    deadline = time.monotonic() + 60
-    while not server.ready.wait(timeout=0.5):
-        if not server.is_alive() or time.monotonic() > deadline:
-            error = "" if server.errors.empty() else server.errors.get()[1]
-            raise RuntimeError(f"daphne did not start: {error}")
+    server = start_daphne(_asgi_application)
     try:
         yield f"http://localhost:{server.port.value}"
     finally:

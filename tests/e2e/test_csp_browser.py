@@ -10,23 +10,21 @@ with its own CSP middleware, no policy added by the test.
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from daphne.testing import DaphneProcess
 from django.contrib.auth.models import User
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
-from django.db import connections
 from playwright.sync_api import Browser, ConsoleMessage, Page, expect
 
 from chat import services as chat_services
 from chat.models import Conversation, Message
 from notes.models import Note
 from notes.services import note_create, notebook_create
+from tests.daphne_server import start_daphne
 from tests.e2e.helpers import login
 from tests.fake_chat import Answer, FakeChat, Metadata, ToolCall, fake_chat_server
 from tests.test_markdown import HOSTILE_SAMPLES
@@ -138,15 +136,7 @@ def model(settings) -> Iterator[FakeChat]:
 
 @pytest.fixture
 def asgi_server(transactional_db, model: FakeChat) -> Iterator[str]:
-    connections.close_all()  # the child must open its own connections, not share ours
-    server = DaphneProcess("localhost", _asgi_application)
-    server.daemon = True
-    server.start()
-    deadline = time.monotonic() + 60
-    while not server.ready.wait(timeout=0.5):
-        if not server.is_alive() or time.monotonic() > deadline:
-            error = "" if server.errors.empty() else server.errors.get()[1]
-            raise RuntimeError(f"daphne did not start: {error}")
+    server = start_daphne(_asgi_application)
     try:
         yield f"http://localhost:{server.port.value}"
     finally:

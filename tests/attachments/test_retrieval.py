@@ -6,11 +6,14 @@ import math
 import random
 
 import pytest
+from django.db import connection
 
 from attachments import retrieval
 from attachments.models import ChunkVector, DocumentChunk, NoteAttachment, PostingList
 from attachments.retrieval import Scope
-from notes.services import note_trash
+from notebook.language import WORD_COUNT_SQL, tsvector_sql
+from notes.models import Note
+from notes.services import note_create, note_trash
 from tests.factories import NotebookFactory, NoteFactory
 
 pytestmark = pytest.mark.django_db
@@ -124,6 +127,53 @@ def test_the_top_k_is_a_full_bm25_ranking(alice, query, limit):
     got = retrieval.lexical(user=alice, query=query, scope=Scope(include_notes=False), limit=limit)
     assert [s for _, s in got] == pytest.approx([expected[i] for i in best[:limit]], rel=1e-9)
     assert {by_index[pk] for (_, pk), _ in got} <= set(best)
+
+
+def test_files_and_notes_are_ranked_together_by_bm25(alice):
+    """Postings of many lists (several files, several terms) and of notes come back packed in
+    one row per kind; each score must still be the passage's own, and the order one ranking."""
+    rng = random.Random(11)  # noqa: S311 - a fixed corpus, not a secret
+    vocabulary = ["file", "use", "zebra", "okapi", "alpha", "beta", "gamma", "delta"]
+
+    def words() -> list[str]:
+        return [rng.choice(vocabulary) for _ in range(rng.randint(1, 12))]
+
+    notebook = NotebookFactory.create(owner=alice)
+    passages: dict[tuple[str, int], list[str]] = {}
+    for _ in range(3):
+        holder = note_create(notebook=notebook, author=alice, title="", body="")
+        texts = [words() for _ in range(12)]
+        attachment = make_attachment(holder, [" ".join(t) for t in texts])
+        for chunk in attachment.chunks.all():
+            passages["document", chunk.pk] = texts[chunk.index]
+    for _ in range(6):
+        title, body = rng.choice(vocabulary), words()
+        note = note_create(notebook=notebook, author=alice, title=title, body=" ".join(body))
+        passages["note", note.pk] = [title, *body]
+    # Untitled holders index "Untitled note"; they are passages too.
+    for note in Note.objects.filter(notebook=notebook, body=""):
+        passages["note", note.pk] = note.title.lower().split()
+    # Random words read as Hungarian or Swedish; index every note as `simple`, like the files.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE notes_note SET search_config = 'simple', "  # noqa: S608 - our SQL
+            f"search_vector = {tsvector_sql('simple', 'title || %s || body')} "
+            "WHERE notebook_id = %s",
+            ["simple", " ", notebook.pk],
+        )
+        cursor.execute(
+            f"UPDATE notes_note SET token_len = {WORD_COUNT_SQL} WHERE notebook_id = %s",  # noqa: S608
+            [notebook.pk],
+        )
+
+    docs = list(passages.values())
+    query = "zebra okapi file"
+    expected = {key: bm25(query.split(), text, docs) for key, text in passages.items()}
+    best = sorted((k for k in expected if expected[k] > 0), key=lambda k: (-expected[k], k))
+    got = retrieval.lexical(user=alice, query=query, scope=Scope(), limit=len(passages))
+    assert [key for key, _ in got] == best
+    assert [score for _, score in got] == pytest.approx([expected[k] for k in best], rel=1e-9)
+    assert {kind for kind, _ in best} == {"document", "note"}
 
 
 def test_idf_comes_from_the_scope(alice):

@@ -317,25 +317,14 @@ def search(
     search_started = time.perf_counter()
     leg_weights = {"lexical": settings.SEARCH_LEXICAL_WEIGHT, "vector": 1.0}
     embedding: Future[tuple[list[float], float]] | None = None
-    vector_leg: Future[tuple[list[tuple[Key, float]], float, float]] | None = None
     if mode in ("vector", "hybrid") and _clean(query):
         leg_weights["vector"], info["query_language"] = vector_weight(_clean(query))
-        if mode == "hybrid" and not connection.in_atomic_block:
-            # Both legs at once: the pool thread embeds the query, then runs the vector leg on
-            # its own connection, while this one runs BM25. Inside a transaction another
-            # connection would not see its uncommitted rows, so there the legs take turns.
-            vector_leg = _embedding_pool().submit(_vector_leg, _clean(query), user, scope, depth)
-        else:
-            # The model embeds the query (torch, GIL released) while Postgres runs BM25.
-            embedding = _embedding_pool().submit(_embed_query, _clean(query))
-    if mode == "hybrid":
-        info["legs_concurrent"] = vector_leg is not None
+        # The model embeds the query (torch, GIL released) while Postgres runs BM25.
+        embedding = _embedding_pool().submit(_embed_query, _clean(query))
     if mode in ("lexical", "hybrid"):
         started = time.perf_counter()
         legs["lexical"] = lexical(user=user, query=query, scope=scope, limit=depth)
         timings["lexical"] = time.perf_counter() - started
-    if vector_leg is not None:
-        legs["vector"], timings["embed_query"], timings["vector"] = vector_leg.result()
     if embedding is not None:
         vector_of_query, timings["embed_query"] = embedding.result()
         started = time.perf_counter()
@@ -394,21 +383,6 @@ def _embed_query(text: str) -> tuple[list[float], float]:
     started = time.perf_counter()
     (vector_of_query,) = get_embedder().embed([text])
     return vector_of_query, time.perf_counter() - started
-
-
-def _vector_leg(
-    text: str, user: User, scope: Scope, limit: int
-) -> tuple[list[tuple[Key, float]], float, float]:
-    """(vector leg, embedding seconds, vector seconds) for `text`, run on a pool thread: its
-    connection is this thread's own and is closed at the end (an idle pool thread must not
-    hold a connection a restart or a test teardown would trip over)."""
-    vector_of_query, embed_seconds = _embed_query(text)
-    started = time.perf_counter()
-    try:
-        rows = vector(user=user, embedding=vector_of_query, scope=scope, limit=limit)
-    finally:
-        connection.close()
-    return rows, embed_seconds, time.perf_counter() - started
 
 
 def _load(order: list[Key], fused: dict[Key, float]) -> dict[Key, Hit]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 
 import pytest
-from django.db import connection, transaction
 from django.utils import timezone
 
 from attachments import retrieval
@@ -82,50 +81,6 @@ def test_bobs_notes_and_pdfs_never_reach_alice(alice, bob, notebook, mode):
     result = search(user=alice, query=f"{CANARY} secret plans of bob", mode=mode, limit=50)
     assert all(hit.note.notebook.owner_id == alice.pk for hit in result.hits)
     assert all(CANARY not in hit.text for hit in result.hits)
-
-
-def _other_backends() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-        )
-        return int(cursor.fetchone()[0])
-
-
-@pytest.mark.django_db(transaction=True)  # the vector leg's own connection sees committed rows
-def test_the_legs_run_at_once_and_rank_as_when_taking_turns(alice):
-    notebook = NotebookFactory.create(owner=alice)
-    holder = write(notebook, "Baking notes", "")
-    texts = [
-        "Sourdough needs a lively starter.",
-        "Knead the dough, then let it rise.",
-        "The oven must be very hot for a crust.",
-        "File the annual tax return in May.",
-    ]
-    attachment = make_attachment(holder, texts, config="english")
-    for chunk, vector_of_chunk in zip(
-        attachment.chunks.order_by("index"), get_embedder().embed(texts), strict=True
-    ):
-        add_vectors(chunk, vector_of_chunk)
-    for note in (holder, write(notebook, "Bread", "A loaf rises best in a warm kitchen.")):
-        indexing.note_embed(note_id=note.pk)
-    before = _other_backends()
-
-    at_once = search(user=alice, query="how do I bake a loaf of sourdough bread", limit=10)
-    with transaction.atomic():  # another connection could not see this transaction's rows
-        in_turn = search(user=alice, query="how do I bake a loaf of sourdough bread", limit=10)
-
-    assert at_once.info["legs_concurrent"] is True
-    assert in_turn.info["legs_concurrent"] is False
-    assert any(hit.vector for hit in at_once.hits)
-    assert [(h.key, h.lexical, h.vector, h.fused) for h in at_once.hits] == [
-        (h.key, h.lexical, h.vector, h.fused) for h in in_turn.hits
-    ]
-    deadline = time.monotonic() + 10  # the pool thread closed its connection; the backend exits
-    while _other_backends() > before:
-        assert time.monotonic() < deadline, "the vector leg's connection was left open"
-        time.sleep(0.05)
 
 
 def test_notes_are_embedded_and_found_by_meaning(alice, notebook):

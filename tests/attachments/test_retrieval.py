@@ -8,6 +8,7 @@ import random
 import pytest
 from django.db import connection
 
+from attachments import bm25 as bm25_module
 from attachments import retrieval
 from attachments.models import ChunkVector, DocumentChunk, NoteAttachment, PostingList
 from attachments.retrieval import Scope
@@ -129,9 +130,14 @@ def test_the_top_k_is_a_full_bm25_ranking(alice, query, limit):
     assert {by_index[pk] for (_, pk), _ in got} <= set(best)
 
 
-def test_files_and_notes_are_ranked_together_by_bm25(alice):
+@pytest.mark.parametrize("ids", ["close together", "far apart"])
+def test_files_and_notes_are_ranked_together_by_bm25(alice, ids, monkeypatch):
     """Postings of many lists (several files, several terms) and of notes come back packed in
-    one row per kind; each score must still be the passage's own, and the order one ranking."""
+    one row per kind; each score must still be the passage's own, and the order one ranking,
+    whether the sums are kept in an array indexed by id or after sorting the ids."""
+    if ids == "far apart":
+        monkeypatch.setattr(bm25_module, "DENSE_IDS_PER_POSTING", 0)
+        monkeypatch.setattr(bm25_module, "DENSE_IDS_SLACK", 0)
     rng = random.Random(11)  # noqa: S311 - a fixed corpus, not a secret
     vocabulary = ["file", "use", "zebra", "okapi", "alpha", "beta", "gamma", "delta"]
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import psycopg
 from django.db import connection, transaction
 
 K1 = 1.2
@@ -123,8 +124,13 @@ def rank(
     sql = _BM25_SQL.format(scope=scope_sql, note_scope=note_sql)
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(f"SET LOCAL work_mem = '{WORK_MEM}'")
-        cursor.execute(sql, [*scope_params, *note_params, text, text])
-        rows = cursor.fetchall()
+        # Results in binary: the packed postings arrive as they are, not as hex text twice their
+        # size (~30 % of the query's time on a large library). Django's cursors bind parameters
+        # client-side, which psycopg cannot combine with binary results; this one binds them
+        # server-side, on the same connection and transaction.
+        with psycopg.Cursor(cursor.connection) as binary:
+            binary.execute(sql, [*scope_params, *note_params, text, text], binary=True)
+            rows = binary.fetchall()
     found: list[tuple[tuple[str, int], float]] = []
     for kind, avgdl, idfs, counts, ids, tfs, lens in rows:
         pks, scores = _scores(avgdl, idfs, counts, ids, tfs, lens)

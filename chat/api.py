@@ -125,8 +125,10 @@ def retry_message(
 ) -> Message | StreamingHttpResponse:
     """Answer again a question whose answer failed or was interrupted (409 otherwise): the
     finished answer, or Server-Sent Events with `?stream=true` or `Accept: text/event-stream`
-    (as when asking). No body."""
+    (as when asking). No body. A retry spends a question of the same budget as asking (429
+    with Retry-After beyond it)."""
     message = selectors.message_get(user=request.user, message_id=message_id)
+    rate_limit(scope="chat", key=user_key(request.user))
     answer = services.message_retry(message=message)
     if _wants_stream(request, stream):
         return _event_stream(request, answer, question_id=answer.reply_to_id)

@@ -117,19 +117,25 @@ def ask(user: User, conversation_id: int, content: str, csrf_token: str) -> Aske
     return Asked(question, answer, _form_html(conversation, AskForm(), csrf_token))
 
 
-def retry(user: User, conversation_id: int, message_id: int) -> Message | None:
-    """The answer made pending again, or None if it cannot be retried (any more)."""
-    _conversation(user, conversation_id)
+def retry(user: User, conversation_id: int, message_id: int, csrf_token: str) -> Asked:
+    """The answer made pending again; no answer if it cannot be retried (any more), and the
+    ask form with the refusal if the user is over their question budget (which retries spend
+    like questions)."""
+    conversation = _conversation(user, conversation_id)
     try:
         message = selectors.message_get(user=user, message_id=message_id)
     except Http404:
-        return None
+        return Asked()
     if message.conversation_id != conversation_id:
-        return None
+        return Asked()
     try:
-        return services.message_retry(message=message)
+        rate_limit(scope="chat", key=user_key(user))
+        return Asked(answer=services.message_retry(message=message))
+    except RateLimited as exc:
+        refusal = AskForm.refusing(exc.message)
+        return Asked(form_html=_form_html(conversation, refusal, csrf_token))
     except ValidationError:
-        return None  # already retried (another tab): that retry's events are on their way
+        return Asked()  # already retried (another tab): that retry's events are on their way
 
 
 def show_html(user: User, event: ShowMessages, csrf_token: str) -> str:
@@ -213,9 +219,13 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels is
             pk = int(str(message_id))
         except ValueError:
             return
-        message = await database_sync_to_async(retry)(self.user, self.conversation_id, pk)
-        if message is not None:
-            await self._show(None, message.pk)
+        retried = await database_sync_to_async(retry)(
+            self.user, self.conversation_id, pk, self.csrf_token
+        )
+        if retried.form_html:
+            await self.send(text_data=retried.form_html)
+        if retried.answer is not None:
+            await self._show(None, retried.answer.pk)
 
     async def _show(self, question_id: int | None, answer_id: int) -> None:
         """Show the messages in every tab of the conversation, then start the answer: its

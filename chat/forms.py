@@ -20,6 +20,14 @@ class AskForm(forms.Form):
         ),
     )
 
+    @classmethod
+    def refusing(cls, message: str) -> AskForm:
+        """An empty ask form with `message` above it (a retry refused: over the budget)."""
+        form = cls({"content": ""})
+        form.is_valid()
+        form.add_error(None, message)
+        return form
+
 
 class RenameForm(forms.Form):
     title = forms.CharField(label="Title", max_length=200)

@@ -1,9 +1,10 @@
-"""Rate limits: questions (page, socket, API, one budget), uploaded files (page, API) and wrong API
-tokens (per address) answer 429 with when to come back, store nothing, and leave other users
-and addresses alone."""
+"""Rate limits: questions and retries (page, socket, API, one budget), uploaded files (page,
+API) and wrong API tokens (per address) answer 429 with when to come back, store nothing, and
+leave other users and addresses alone."""
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
@@ -135,6 +136,54 @@ def test_the_socket_shows_the_refusal_in_the_ask_form_and_saves_nothing(alice):
     assert CHAT_REFUSAL in frame
     assert "Colons?</textarea>" in frame  # the question is kept
     assert not Message.objects.exists()
+
+
+def failed_answer(user) -> Message:
+    _, answer = services.message_ask(conversation=chat_about_notes(user), content="Colons?")
+    Message.objects.filter(pk=answer.pk).update(status="error", error="The model was down.")
+    return answer
+
+
+def test_a_retry_spends_the_question_budget_on_the_page_and_the_api(alice_client, alice_api, alice):
+    answer = failed_answer(alice)
+    for _ in range(2):
+        rate_limit(scope="chat", key=user_key(alice))
+
+    refused = alice_client.post(f"/chats/messages/{answer.pk}/retry/")
+    assert refused.status_code == 429
+    assert_retry_after(refused)
+    assert CHAT_REFUSAL in refused.content.decode()
+    by_api = alice_api.post(f"/api/messages/{answer.pk}/retry")
+    assert by_api.status_code == 429
+    assert_retry_after(by_api)
+    assert by_api.json()["detail"].startswith(CHAT_REFUSAL)
+    answer.refresh_from_db()
+    assert (answer.status, answer.attempt) == ("error", 0)  # not started again
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_retry_over_the_socket_shows_the_refusal_and_changes_nothing(alice):
+    answer = failed_answer(alice)
+    for _ in range(2):
+        rate_limit(scope="chat", key=user_key(alice))
+    cookie = cookies_of(alice)
+
+    async def go() -> str:
+        communicator = socket(answer.conversation_id, cookie)
+        connected, _ = await communicator.connect()
+        assert connected
+        await communicator.send_to(
+            text_data=json.dumps({"action": "retry", "message_id": str(answer.pk)})
+        )
+        frame = await communicator.receive_from(timeout=30)
+        await communicator.disconnect()
+        return str(frame)
+
+    frame = async_to_sync(go)()
+    assert frame.startswith('<form id="ask-form"')
+    assert CHAT_REFUSAL in frame
+    answer.refresh_from_db()
+    assert (answer.status, answer.attempt) == ("error", 0)
 
 
 # --- uploads -----------------------------------------------------------------------------------

@@ -69,6 +69,8 @@ class NoteAttachment(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     ready_at = models.DateTimeField(null=True, blank=True)
+    # A pending file waiting out a retry's backoff: no task may run it before then.
+    not_before = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["created_at"]

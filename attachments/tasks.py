@@ -6,7 +6,8 @@ from attachments import services
 
 
 def ingest_attachment(attachment_id: int | str) -> None:
-    """Run the ingestion pipeline for one attachment (no-op unless it is pending)."""
+    """Run the ingestion pipeline for one waiting attachment: this one, or another uploader's
+    whose turn it is (no-op if none is waiting)."""
     services.attachment_ingest(attachment_id=int(attachment_id))
 
 

@@ -32,6 +32,7 @@ from attachments.pdf.extract import (
     ocr_pages,
 )
 from attachments.services.files import enqueue_ingest, unlocked_path
+from attachments.services.scheduling import claim_fairest
 from notebook.embeddings import Embedder, EmbeddingError, embedding_model_name, get_embedder
 from notebook.language import (
     SEGMENTED,
@@ -84,24 +85,22 @@ class _Run:
 
 
 def attachment_ingest(*, attachment_id: int) -> None:
-    """Claim a pending attachment (conditional UPDATE) and run extract → OCR → chunk → embed.
+    """Claim a pending attachment (conditional UPDATE; the fairest waiting one, which may not
+    be `attachment_id`: see scheduling.claim_fairest) and run extract → OCR → chunk → embed.
 
     Idempotent: pages and chunks are replaced in one transaction, so a re-run leaves exactly one
     set. Permanent problems end `failed` with a reason; transient ones (embedding API busy) are
     retried later with backoff, at most INGEST_MAX_ATTEMPTS runs in all.
     """
-    claimed = NoteAttachment.objects.filter(pk=attachment_id, status=Status.PENDING).update(
-        status=Status.PROCESSING,
-        stage=Stage.EXTRACTING,
-        progress_current=0,
-        progress_total=0,
-        error="",
-        attempts=F("attempts") + 1,
-        heartbeat_at=timezone.now(),
-    )
-    if not claimed:
-        logger.info("attachment %s is not pending (gone or taken); nothing to do", attachment_id)
+    claimed = claim_fairest(attachment_id)
+    if claimed is None:
+        logger.info("no file to run for attachment %s's task (it is gone, taken or waiting "
+                    "out a backoff, and no other is waiting)", attachment_id)  # fmt: skip
         return
+    if claimed != attachment_id:
+        logger.info("attachment %s's task runs attachment %s: its uploader's turn",
+                    attachment_id, claimed)  # fmt: skip
+    attachment_id = claimed
     attachment = NoteAttachment.objects.get(pk=attachment_id)
     run = _Run(attachment)
     keep_unlocked = False
@@ -163,9 +162,11 @@ def _retry_later(run: _Run, reason: str) -> None:
     from django_q.models import Schedule
 
     delay = RETRY_BACKOFF[min(run.token, len(RETRY_BACKOFF)) - 1]
+    due = timezone.now() + timedelta(seconds=delay)
     run.end(
         status=Status.PENDING,
         error=f"Will retry in {delay} s: {reason}"[:1000],
+        not_before=due,
     )
     Schedule.objects.create(
         name=f"retry ingest {run.attachment.pk} #{run.token}",
@@ -174,7 +175,7 @@ def _retry_later(run: _Run, reason: str) -> None:
         kwargs="{'q_options': {'ack_failure': True}}",  # as enqueue_ingest
         schedule_type=Schedule.ONCE,
         repeats=1,
-        next_run=timezone.now() + timedelta(seconds=delay),
+        next_run=due,
     )
 
 

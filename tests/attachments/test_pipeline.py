@@ -227,12 +227,14 @@ def test_remote_embeddings_down_means_retry_later_then_fail(
     attachment = ingest(upload(alice, note, "url.pdf"))
     assert attachment.status == "pending"
     assert attachment.error.startswith("Will retry in 30 s")
-    assert Schedule.objects.filter(func="attachments.tasks.ingest_attachment").count() == 1
+    (retry,) = Schedule.objects.filter(func="attachments.tasks.ingest_attachment")
+    assert attachment.not_before == retry.next_run
     assert attachment.chunks.exists()  # keyword search works while embeddings wait
+    assert ingest(attachment).attempts == 1  # any task before the retry is due leaves it be
 
     NoteAttachment.objects.filter(pk=attachment.pk).update(
-        attempts=settings.INGEST_MAX_ATTEMPTS - 1
-    )
+        attempts=settings.INGEST_MAX_ATTEMPTS - 1, not_before=retry.next_run - timedelta(hours=1)
+    )  # the retry is due
     attachment = ingest(attachment)
     assert attachment.status == "failed"
     assert "503" in attachment.error

@@ -61,6 +61,22 @@ def assert_retry_after(response) -> None:
     assert 0 < int(response["Retry-After"]) <= 3600
 
 
+def first_reply(user, conversation_id: int, text_data: str) -> str:
+    """The first frame the chat socket sends back after `text_data`, as `user`."""
+    cookie = cookies_of(user)
+
+    async def go() -> str:
+        communicator = socket(conversation_id, cookie)
+        connected, _ = await communicator.connect()
+        assert connected
+        await communicator.send_to(text_data=text_data)
+        frame = await communicator.receive_from(timeout=30)
+        await communicator.disconnect()
+        return str(frame)
+
+    return async_to_sync(go)()
+
+
 # --- questions ---------------------------------------------------------------------------------
 
 
@@ -119,18 +135,7 @@ def test_the_socket_shows_the_refusal_in_the_ask_form_and_saves_nothing(alice):
     conversation = chat_about_notes(alice)
     for _ in range(2):
         rate_limit(scope="chat", key=user_key(alice))
-    cookie = cookies_of(alice)
-
-    async def go() -> str:
-        communicator = socket(conversation.pk, cookie)
-        connected, _ = await communicator.connect()
-        assert connected
-        await communicator.send_to(text_data=ask_frame("Colons?"))
-        frame = await communicator.receive_from(timeout=30)
-        await communicator.disconnect()
-        return str(frame)
-
-    frame = async_to_sync(go)()
+    frame = first_reply(alice, conversation.pk, ask_frame("Colons?"))
     assert frame.startswith('<form id="ask-form"')
     assert 'hx-swap-oob="true"' in frame
     assert CHAT_REFUSAL in frame
@@ -166,20 +171,8 @@ def test_a_retry_over_the_socket_shows_the_refusal_and_changes_nothing(alice):
     answer = failed_answer(alice)
     for _ in range(2):
         rate_limit(scope="chat", key=user_key(alice))
-    cookie = cookies_of(alice)
-
-    async def go() -> str:
-        communicator = socket(answer.conversation_id, cookie)
-        connected, _ = await communicator.connect()
-        assert connected
-        await communicator.send_to(
-            text_data=json.dumps({"action": "retry", "message_id": str(answer.pk)})
-        )
-        frame = await communicator.receive_from(timeout=30)
-        await communicator.disconnect()
-        return str(frame)
-
-    frame = async_to_sync(go)()
+    retry = json.dumps({"action": "retry", "message_id": str(answer.pk)})
+    frame = first_reply(alice, answer.conversation_id, retry)
     assert frame.startswith('<form id="ask-form"')
     assert CHAT_REFUSAL in frame
     answer.refresh_from_db()

@@ -21,6 +21,7 @@ from django_q.models import Schedule
 
 from attachments.models import ChunkVector, NoteAttachment, PostingList
 from attachments.services.ingestion import index_statistics
+from tests.attachments.test_worker import wait_for
 from tests.conftest import EVAL_PDFS, upload
 from tests.factories import NotebookFactory, NoteFactory
 from tests.test_processes import _free_port, _postgres_running, _stop_serve, _wait_for_line
@@ -39,16 +40,6 @@ RECOVERY_ENV = {
     # Small batches in the first run: several are committed before the kill.
     "EMBEDDING_BATCH_SIZE": "4",
 }
-
-
-def _wait_for(attachment: NoteAttachment, predicate, timeout: float) -> NoteAttachment:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        attachment.refresh_from_db()
-        if predicate(attachment):
-            return attachment
-        time.sleep(0.2)
-    raise AssertionError(f"timed out; last state {attachment.status}/{attachment.stage}")
 
 
 def _ensure_reaper_schedule() -> None:
@@ -77,7 +68,7 @@ def test_a_worker_killed_while_embedding_is_recovered_by_the_reaper_with_one_set
     _ensure_reaper_schedule()
     attachment = upload(alice, note, LARGEST_PDF)
     with run_worker(tmp_path / "first.log", **RECOVERY_ENV) as worker:
-        _wait_for(attachment, lambda a: a.stage == "embedding" and a.progress_current >= 16, 180)
+        wait_for(attachment, lambda a: a.stage == "embedding" and a.progress_current >= 16, 180)
         worker.kill()  # SIGKILL to the whole process group, parser children included
     killed_at = time.monotonic()
     attachment.refresh_from_db()
@@ -87,10 +78,10 @@ def test_a_worker_killed_while_embedding_is_recovered_by_the_reaper_with_one_set
 
     second = {k: v for k, v in RECOVERY_ENV.items() if k != "EMBEDDING_BATCH_SIZE"}
     with run_worker(tmp_path / "second.log", **second) as worker:
-        _wait_for(attachment, lambda a: a.status != "processing" or a.attempts > 1, 150)
+        wait_for(attachment, lambda a: a.status != "processing" or a.attempts > 1, 150)
         # Requeued by the scheduled reaper, nobody's hand: within staleness + one interval.
         assert time.monotonic() - killed_at < STALE_SECONDS + REAPER_INTERVAL + 30
-        attachment = _wait_for(attachment, lambda a: a.status in ("ready", "failed"), 180)
+        attachment = wait_for(attachment, lambda a: a.status in ("ready", "failed"), 180)
         worker.check_alive()
 
     assert attachment.status == "ready", attachment.error

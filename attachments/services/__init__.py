@@ -1,5 +1,5 @@
 """Attachment services: `files` (upload, password, reprocess, delete) and `ingestion` (the
-background pipeline). Callers import from here."""
+background pipeline), `scheduling` (which file runs next, the reaper). Callers import from here."""
 
 from attachments.services.files import (
     MAX_PASSWORD_ATTEMPTS,
@@ -11,12 +11,8 @@ from attachments.services.files import (
     attachment_upload,
     unlocked_path,
 )
-from attachments.services.ingestion import (
-    attachment_ingest,
-    attachment_reap_stuck,
-    attachment_reembed,
-    passage_windows,
-)
+from attachments.services.ingestion import attachment_ingest, attachment_reembed, passage_windows
+from attachments.services.scheduling import attachment_reap_stuck
 
 __all__ = [
     "MAX_PASSWORD_ATTEMPTS",

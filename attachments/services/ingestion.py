@@ -12,7 +12,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
-from django.db.models import F, Q
+from django.db.models import F
 from django.utils import timezone
 from django_q.exceptions import TimeoutException
 
@@ -31,7 +31,7 @@ from attachments.pdf.extract import (
     extract_text,
     ocr_pages,
 )
-from attachments.services.files import enqueue_ingest, unlocked_path
+from attachments.services.files import unlocked_path
 from attachments.services.scheduling import claim_fairest
 from notebook.embeddings import Embedder, EmbeddingError, embedding_model_name, get_embedder
 from notebook.language import (
@@ -424,40 +424,3 @@ def attachment_reembed(*, attachment_id: int) -> None:
         pass
     except EmbeddingError as exc:
         run.end(status=Status.FAILED, error=f"Re-embedding failed: {exc} Reprocess to retry.")
-
-
-def attachment_reap_stuck() -> int:
-    """Requeue (or, after too many runs, fail) attachments whose run stopped reporting, and
-    requeue pending ones whose task was lost. Returns how many rows it touched."""
-    now = timezone.now()
-    cutoff = now - timedelta(seconds=settings.INGEST_STALE_SECONDS)
-    touched = 0
-    for att in NoteAttachment.objects.filter(status=Status.PROCESSING, heartbeat_at__lt=cutoff):
-        rows = NoteAttachment.objects.filter(
-            pk=att.pk, status=Status.PROCESSING, attempts=att.attempts
-        )
-        if att.attempts >= settings.INGEST_MAX_ATTEMPTS:
-            touched += rows.update(
-                status=Status.FAILED,
-                error=f"Processing stopped {att.attempts} times without finishing (the worker "
-                "crashed or ran out of time). Reprocess to try again.",
-            )
-            unlocked_path(att).unlink(missing_ok=True)
-        elif rows.update(
-            status=Status.PENDING,
-            stage=Stage.QUEUED,
-            heartbeat_at=now,
-            error="Restarted: the previous run stopped responding.",
-        ):
-            touched += 1
-            enqueue_ingest(att.pk)
-    lost = NoteAttachment.objects.filter(status=Status.PENDING).filter(
-        Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, created_at__lt=cutoff)
-    )
-    for att in lost:
-        if NoteAttachment.objects.filter(pk=att.pk, status=Status.PENDING).update(heartbeat_at=now):
-            touched += 1
-            enqueue_ingest(att.pk)
-    if touched:
-        logger.warning("reaper touched %s stuck attachment(s)", touched)
-    return touched

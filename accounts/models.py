@@ -2,11 +2,14 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 TOKEN_PREFIX = "nbk_"  # noqa: S105 - a marker, not a secret
+INVITATION_DAYS = 7
 
 
 def hash_token(raw: str) -> str:
@@ -42,3 +45,45 @@ class ApiToken(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+
+def invitation_expiry() -> datetime:
+    return timezone.now() + timedelta(days=INVITATION_DAYS)
+
+
+class Invitation(models.Model):
+    """A one-use sign-up link for SIGNUP=invite; only the SHA-256 of its token is stored, so the
+    link is shown once, when it is created."""
+
+    token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    note = models.CharField(
+        max_length=200, blank=True, help_text="Who it is for (a name, an email address)."
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        editable=False,
+        related_name="+",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(default=invitation_expiry)
+    used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    used_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        editable=False,
+        related_name="+",
+    )
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return self.note or f"Invitation of {self.created_at:%Y-%m-%d %H:%M}"
+
+    @property
+    def is_usable(self) -> bool:
+        return self.used_at is None and self.expires_at > timezone.now()

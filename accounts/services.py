@@ -1,14 +1,21 @@
-"""Personal access tokens: create (the raw token is returned once), revoke, authenticate."""
+"""Personal access tokens: create (the raw token is returned once), revoke, authenticate;
+telling a user's open sockets that a session of theirs ended; sign-up and its invitations."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+import secrets
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
+from django.db import transaction
 from django.utils import timezone
 
-from accounts.models import ApiToken, generate_token, hash_token
+from accounts.models import ApiToken, Invitation, generate_token, hash_token, invitation_expiry
+from notebook.websocket import UserClose, user_group_name
 
 if TYPE_CHECKING:
     from notebook.types import User
@@ -57,3 +64,59 @@ def api_token_authenticate(*, raw: str) -> User | None:
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
     return token.user
+
+
+def user_sockets_close(*, user: User) -> None:
+    """After the transaction commits, tell the user's open sockets to check their sessions:
+    those whose session has ended (logged out, password changed) close with 4401, the others
+    stay open. Call it after the session is flushed or the password saved."""
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    event: UserClose = {"type": "user.close"}
+    group = user_group_name(user.pk)
+    transaction.on_commit(lambda: async_to_sync(layer.group_send)(group, event))
+
+
+def invitation_create(
+    *, created_by: User | None, note: str = "", expires_at: datetime | None = None
+) -> tuple[Invitation, str]:
+    """A new invitation (by default for INVITATION_DAYS); returns the row and the raw token,
+    which is never stored."""
+    raw = secrets.token_urlsafe(32)  # 256 bits, like API tokens, without their nbk_ marker
+    invitation = Invitation.objects.create(
+        token_hash=hash_token(raw),
+        note=" ".join(note.split())[:200],
+        created_by=created_by,
+        expires_at=expires_at or invitation_expiry(),
+    )
+    return invitation, raw
+
+
+def invitation_find(*, raw: str) -> Invitation | None:
+    """The unused, unexpired invitation with this raw token, or None."""
+    if not raw or len(raw) > 200:
+        return None
+    return Invitation.objects.filter(
+        token_hash=hash_token(raw), used_at__isnull=True, expires_at__gt=timezone.now()
+    ).first()
+
+
+def user_signup(*, username: str, password: str, invitation: str | None) -> User:
+    """Create an account; with `invitation` (a raw token) claim that invitation in the same
+    transaction, or raise ValidationError and create nothing. The claim is a conditional
+    UPDATE: of two sign-ups with one invitation at once, the second waits for the first's row
+    lock, then finds it used."""
+    with transaction.atomic():
+        user: User = get_user_model().objects.create_user(username=username, password=password)
+        if invitation is not None:
+            claimed = Invitation.objects.filter(
+                token_hash=hash_token(invitation),
+                used_at__isnull=True,
+                expires_at__gt=timezone.now(),
+            ).update(used_at=timezone.now(), used_by=user)
+            if claimed != 1:
+                raise ValidationError(
+                    "This invitation has been used or has expired.", code="invitation"
+                )
+    return user

@@ -12,7 +12,7 @@ urlpatterns = [
     path("settings/tokens/<int:token_id>/revoke/", views.api_token_revoke, name="token_revoke"),
     path(
         "settings/password/",
-        auth_views.PasswordChangeView.as_view(success_url="/settings/password/done/"),
+        views.PasswordChangeView.as_view(success_url="/settings/password/done/"),
         name="password_change",
     ),
     path(

@@ -23,6 +23,7 @@ from attachments.schemas import (
     UploadErrorOut,
     UploadOut,
 )
+from attachments.validation import download_name
 from notebook.ratelimit import rate_limit, user_key
 from notebook.types import AuthenticatedHttpRequest
 from notes.selectors import note_get, notebook_get
@@ -90,7 +91,7 @@ def download_attachment(request: AuthenticatedHttpRequest, attachment_id: int) -
         attachment.file.open("rb"),
         content_type="application/pdf",
         as_attachment=True,
-        filename=attachment.original_name,
+        filename=download_name(attachment.original_name),
     )
     response["X-Content-Type-Options"] = "nosniff"
     return response

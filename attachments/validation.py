@@ -46,6 +46,13 @@ def clean_filename(raw: str | None) -> str:
     return name
 
 
+def download_name(name: str) -> str:
+    """The name a stored file is served under: the user's name, ending in `.pdf` because what
+    we serve is a PDF whatever the upload was called. The extension is appended, not swapped
+    (`report.html` → `report.html.pdf`), so no part of the user's name is lost or guessed at."""
+    return name if name.lower().endswith(".pdf") else f"{name}.pdf"
+
+
 def _human(size: int) -> str:
     return f"{size / MB:.1f} MB" if size >= MB / 10 else f"{size / 1024:.0f} KB"
 
@@ -85,6 +92,14 @@ def validate_pdf_upload(*, user: User, uploaded: UploadedFile[bytes]) -> Validat
             code="too_many_pages",
         )
 
+    # A fast refusal only: attachment_upload checks again, authoritatively, under a lock.
+    check_quota(user=user, name=name, size=size)
+    return ValidatedUpload(name, size, digest.hexdigest(), page_count, encrypted)
+
+
+def check_quota(*, user: User, name: str, size: int) -> None:
+    """Raise ValidationError(code="quota") unless `size` more bytes fit in the user's quota.
+    Only exact while the caller holds the user's upload lock (attachment_upload does)."""
     used = (
         NoteAttachment.objects.filter(uploaded_by=user).aggregate(total=Sum("size"))["total"] or 0
     )
@@ -95,7 +110,6 @@ def validate_pdf_upload(*, user: User, uploaded: UploadedFile[bytes]) -> Validat
             f"{settings.USER_QUOTA_MB} MB used. Delete some files first.",
             code="quota",
         )
-    return ValidatedUpload(name, size, digest.hexdigest(), page_count, encrypted)
 
 
 def _inspect_structure(uploaded: UploadedFile[bytes], name: str) -> tuple[int | None, bool]:

@@ -16,6 +16,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from attachments import selectors, services
 from attachments.models import NoteAttachment
+from attachments.validation import download_name
 from notebook.ratelimit import (
     RateLimited,
     rate_limit,
@@ -117,7 +118,7 @@ def attachment_download(request: AuthenticatedHttpRequest, attachment_id: int) -
         attachment.file.open("rb"),
         content_type="application/pdf",
         as_attachment=request.GET.get("download") == "1",
-        filename=attachment.original_name,
+        filename=download_name(attachment.original_name),
     )
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "sandbox; default-src 'none'; object-src 'none'"
@@ -144,16 +145,36 @@ def attachment_pages(request: AuthenticatedHttpRequest, attachment_id: int) -> H
     return render(request, "attachments/pages.html", context)
 
 
+_WHITESPACE = re.compile(r"\s+")  # the characters str.split() splits on
+
+
 def mark_quote(text: str, quote: str) -> SafeString | None:
     """`text` escaped, with the first whitespace-insensitive occurrence of `quote` in <mark>;
-    None when the quote is not there."""
-    words = quote.split()
-    if not words:
+    None when the quote is not there. Linear in text + quote: both have their runs of
+    whitespace folded to one space and str.find looks for the one in the other (a regex of the
+    quote's words would backtrack wherever the page almost matches: seconds on a long page)."""
+    needle = " ".join(quote.split())
+    if not needle:
         return None
-    match = re.search(r"\s+".join(re.escape(word) for word in words), text)
-    if match is None:
+    found = _WHITESPACE.sub(" ", text).find(needle)
+    if found < 0:
         return None
-    start, end = match.span()
+    # Back to offsets in `text`: a non-space character lies `shift` further on there, shift
+    # being what the runs of whitespace before it lost in folding. The needle's first and
+    # last characters are not spaces.
+    last = found + len(needle) - 1
+    start = -1
+    shift = 0
+    for space in _WHITESPACE.finditer(text):
+        folded_at = space.start() - shift
+        if start < 0 and found < folded_at:
+            start = found + shift
+        if last < folded_at:
+            break
+        shift += len(space[0]) - 1
+    if start < 0:
+        start = found + shift
+    end = last + shift + 1
     return format_html('{}<mark id="quote">{}</mark>{}', text[:start], text[start:end], text[end:])
 
 

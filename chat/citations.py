@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import re
 from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from markdown_it.common.normalize_url import normalizeLinkText
 
 from attachments.models import DocumentPage
+from notebook.markdown import link_targets
 from notes.models import Note
 
 MARKER = re.compile(r"\[(\d{1,3})\]")
@@ -73,3 +77,28 @@ def verify(
                     citation[key] = source[key]
             shown.append(citation)
     return shown, refused
+
+
+def allowed_links(content: str, *, question: str, citations: list[dict[str, Any]]) -> list[str]:
+    """The links of an answer that may be shown as links (render_markdown's `links`): http(s)
+    and mailto links whose URL occurs verbatim in the question or in the text of a verified
+    cited source. Anything else the model wrote, a URL carrying the user's text to another
+    site for one, is shown as text."""
+    if not (targets := link_targets(content)):
+        return []
+    cited = {
+        (c.get("kind"), c.get("attachment_id"), c.get("page"), c.get("note_id")): c
+        for c in citations
+    }
+    texts = [question, *(source_text(citation) for citation in cited.values())]
+    allowed = []
+    for href in targets:
+        scheme = urlsplit(href).scheme.lower()
+        if scheme not in ("http", "https", "mailto"):
+            continue  # a relative URL ("/", "a") would occur in almost any text
+        forms = {href, unquote(href), normalizeLinkText(href)}
+        if scheme == "mailto":
+            forms |= {form.partition(":")[2] for form in forms}
+        if any(form and form in text for form in forms for text in texts):
+            allowed.append(href)
+    return allowed

@@ -8,6 +8,10 @@ at once, the tool activity as a status line, tokens appended as they come, and o
 
 Every socket of a conversation joins its group, so a second tab, or a tab reloaded while an
 answer is being written, keeps receiving the answer's events.
+
+A socket lives only as long as its session: every frame from the page is refused unless the
+session still logs the user in, and every socket joins its user's group, through which a logout
+or a password change elsewhere makes it check at once; either way it closes with 4401.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from chat.forms import AskForm
 from chat.models import Conversation, Message
 from chat.rendering import IN_PROGRESS, present
 from notebook.ratelimit import RateLimited, rate_limit, user_key
+from notebook.websocket import CLOSE_SESSION_ENDED, UserClose, session_is_current, user_group_name
 
 if TYPE_CHECKING:
     from notebook.types import User
@@ -162,6 +167,8 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels is
     user: User
     conversation_id: int
     csrf_token: str
+    session_key: str | None
+    ended = False  # closed because the session ended: nothing more is sent or done
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -178,17 +185,22 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels is
             await self.close()
             return
         self.csrf_token = _csrf_token(self.scope)
+        self.session_key = self.scope["session"].session_key
         self.in_flight: set[int] = set(answering)
         self.writing: set[int] = set()
-        group = runner.group_name(self.conversation_id)
-        await self.channel_layer.group_add(group, self.channel_name)
-        self.groups.append(group)  # the base class leaves the group on disconnect
+        for group in (runner.group_name(self.conversation_id), user_group_name(user.pk)):
+            await self.channel_layer.group_add(group, self.channel_name)
+            self.groups.append(group)  # the base class leaves the groups on disconnect
         runner.remember_loop()
         await self.accept()
 
     # --- from the page ----------------------------------------------------------------------
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        # The session cached in the scope is what it was at connect; the store says whether
+        # it still exists (logout) and still matches the password (changed elsewhere).
+        if not await self._session_current():
+            return
         try:
             data = json.loads(text_data or "")
         except ValueError:
@@ -239,9 +251,26 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels is
         runner.start(answer_id, self.conversation_id)
         self.in_flight.add(answer_id)
 
-    # --- from the group ---------------------------------------------------------------------
+    async def _session_current(self) -> bool:
+        """False, having closed the socket, once its session no longer logs the user in."""
+        if self.ended:
+            return False
+        if await database_sync_to_async(session_is_current)(self.session_key, self.user.pk):
+            return True
+        self.ended = True
+        await self.close(code=CLOSE_SESSION_ENDED)
+        return False
+
+    # --- from the groups --------------------------------------------------------------------
+
+    async def user_close(self, event: UserClose) -> None:
+        """A session of this user ended: close if it was this socket's (another device's
+        socket stays open)."""
+        await self._session_current()
 
     async def chat_show(self, event: ShowMessages) -> None:
+        if self.ended:
+            return
         try:
             html = await database_sync_to_async(show_html)(self.user, event, self.csrf_token)
         except Http404:
@@ -251,6 +280,8 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels is
         await self.send(text_data=html)
 
     async def chat_event(self, event: dict[str, Any]) -> None:
+        if self.ended:
+            return
         name, data = event.get("event"), event.get("data") or {}
         try:
             message_id = int(data["message_id"])

@@ -187,10 +187,13 @@ class _ChipWriter(HTMLParser):
 
 def answer_html(message: Message, shown: list[Source] | None = None) -> SafeString:
     """The answer's Markdown as sanitized HTML with a chip for each verified citation; other
-    markers stay plain, muted text."""
+    markers stay plain, muted text. Only the links the finished answer was allowed
+    (chat.citations.allowed_links) are links; an older or unfinished answer has none."""
     if shown is None:
         shown = sources(message)
-    html = render_markdown(message.content)
+    metadata = message.metadata if isinstance(message.metadata, dict) else {}
+    links = metadata.get("links")
+    html = render_markdown(message.content, links=links if isinstance(links, list) else [])
     writer = _ChipWriter(message, shown)
     writer.feed(html)
     writer.close()

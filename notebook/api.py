@@ -4,29 +4,46 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.exceptions import ValidationError
+from django.conf import settings
+from django.core.exceptions import (
+    RequestDataTooBig,
+    TooManyFieldsSent,
+    TooManyFilesSent,
+    ValidationError,
+)
 from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.security import HttpBearer, SessionAuth
 
 from accounts.services import api_token_authenticate
-from notebook.ratelimit import RateLimited, address_key, rate_limit, rate_limit_check
+from notebook.ratelimit import RateLimited, address_key, rate_limit
+
+# Wrong tokens are counted by what they start with too, so that a guessing run spread over many
+# addresses is still refused: "nbk_" and 8 characters (48 bits) tell runs apart, and say little
+# about a real token (django-ratelimit keeps only a digest of the key besides).
+WRONG_TOKEN_PREFIX_CHARS = 12
 
 
 class TokenAuth(HttpBearer):
     """`Authorization: Bearer nbk_…` with a personal access token (no CSRF: no cookies involved).
-    An address that sent too many wrong tokens gets 429 until its window ends, right token or
-    not."""
+    A right token is never refused for others' failures. A wrong one spends the "token" budget
+    of its address and of its prefix; once either is spent, wrong tokens get 429 instead of
+    401 until that window ends."""
 
     def authenticate(self, request: HttpRequest, token: str) -> Any:
-        address = address_key(request)
-        rate_limit_check(scope="token", key=address)
         user = api_token_authenticate(raw=token)
-        if user is None:
-            rate_limit(scope="token", key=address)
-            return None
-        request.user = user
-        return user
+        if user is not None:
+            request.user = user
+            return user
+        refusals: list[RateLimited] = []
+        for key in (address_key(request), f"prefix:{token[:WRONG_TOKEN_PREFIX_CHARS]}"):
+            try:
+                rate_limit(scope="token", key=key)
+            except RateLimited as exc:
+                refusals.append(exc)
+        if refusals:
+            raise max(refusals, key=lambda exc: exc.retry_after)
+        return None
 
 
 api = NinjaAPI(
@@ -58,6 +75,33 @@ def rate_limited(request: HttpRequest, exc: RateLimited) -> HttpResponse:
     response = api.create_response(request, {"detail": exc.message}, status=429)
     response["Retry-After"] = str(exc.retry_after)
     return response
+
+
+# Over Django's request limits, said in JSON like every other error (Django answers them with
+# its HTML 400 page). 413 for all three: the cure is the same, to send less in one request.
+@api.exception_handler(RequestDataTooBig)
+def request_too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    detail = f"The request body is too large: at most {limit:,} bytes, besides uploaded files."
+    return _too_large(request, detail)
+
+
+@api.exception_handler(TooManyFieldsSent)
+def too_many_fields(request: HttpRequest, exc: TooManyFieldsSent) -> HttpResponse:
+    limit = settings.DATA_UPLOAD_MAX_NUMBER_FIELDS
+    return _too_large(request, f"Too many fields in one request: at most {limit:,}.")
+
+
+@api.exception_handler(TooManyFilesSent)
+def too_many_files(request: HttpRequest, exc: TooManyFilesSent) -> HttpResponse:
+    limit = settings.DATA_UPLOAD_MAX_NUMBER_FILES
+    return _too_large(request, f"Too many files in one request: at most {limit:,}.")
+
+
+def _too_large(request: HttpRequest, detail: str) -> HttpResponse:
+    # As Django's own handler does: nothing may parse the half-read body again.
+    request._mark_post_parse_error()  # type: ignore[attr-defined]
+    return api.create_response(request, {"detail": detail}, status=413)
 
 
 api.add_router("/", "accounts.api.router")

@@ -1,5 +1,5 @@
-"""Rate limits (django-ratelimit): questions and uploads per user, failed API-token attempts per
-client address.
+"""Rate limits (django-ratelimit): questions, uploads and note previews per user, wrong API
+tokens per client address and per token prefix, sign-up attempts per client address.
 
 Counts live in the "ratelimit" cache, which every process sees: Redis when REDIS_URL is set,
 else a table in PostgreSQL (AtomicDatabaseCache below). Windows are fixed (django-ratelimit's,
@@ -25,15 +25,19 @@ from django_ratelimit.core import get_usage
 if TYPE_CHECKING:
     from notebook.types import User
 
-Scope = Literal["chat", "upload", "token"]
+Scope = Literal["chat", "upload", "preview", "token", "signup"]
 
 _PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _TOO_FAST = {
     "chat": "You are asking questions too fast (at most {limit} {per}). Try again in {wait}.",
     "upload": "You are uploading too fast (at most {limit} files {per}). Try again in {wait}.",
+    "preview": "Too many previews (at most {limit} {per}). Try again in {wait}.",
     "token": (
-        "Too many requests with a wrong API token from your address (at most {limit} {per}). "
-        "Try again in {wait}."
+        "Too many requests with a wrong API token (at most {limit} {per} from one address, "
+        "or with one token). Try again in {wait}."
+    ),
+    "signup": (
+        "Too many sign-up attempts from your address (at most {limit} {per}). Try again in {wait}."
     ),
 }
 
@@ -83,7 +87,7 @@ def user_key(user: User) -> str:
 def client_ip(request: HttpRequest) -> str | None:
     """The client's address: REMOTE_ADDR, or with NUM_PROXIES proxies in front, the address the
     outermost proxy saw, counted from the right of X-Forwarded-For (entries further left are
-    whatever the client sent). Also django-axes' AXES_CLIENT_IP_CALLABLE."""
+    whatever the client sent)."""
     if settings.NUM_PROXIES:
         header = request.META.get("HTTP_X_FORWARDED_FOR", "")
         hops = [hop.strip() for hop in header.split(",") if hop.strip()]
@@ -95,16 +99,26 @@ def client_ip(request: HttpRequest) -> str | None:
     return request.META.get("REMOTE_ADDR") or None
 
 
-def address_key(request: HttpRequest) -> str:
-    """The client address as a limit key; IPv6 by /64, which one client usually holds whole."""
-    ip = client_ip(request) or "unknown"
+def client_network(request: HttpRequest) -> str | None:
+    """The client's address as limits count it: an IPv4 address as is, an IPv6 one as its /64
+    network address (one client usually holds a whole /64, and can pick any address in it).
+    Still an IP address, as django-axes stores it (AXES_CLIENT_IP_CALLABLE), so that login
+    lockouts and rate limits group addresses alike."""
+    ip = client_ip(request)
     try:
-        address = ipaddress.ip_address(ip)
+        address = ipaddress.ip_address(ip or "")
     except ValueError:
-        return f"ip:{ip}"
-    if address.version == 6:
-        return f"ip:{ipaddress.ip_network(f'{address}/64', strict=False).network_address}"
-    return f"ip:{address}"
+        return ip
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped:  # a dual-stack socket's IPv4 client: the IPv4 address
+            return str(address.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{address}/64", strict=False).network_address)
+    return str(address)
+
+
+def address_key(request: HttpRequest) -> str:
+    """The client address as a limit key; IPv6 by /64 (client_network)."""
+    return f"ip:{client_network(request) or 'unknown'}"
 
 
 def _usage(scope: Scope, key: str, *, increment: bool) -> dict[str, Any] | None:
@@ -131,13 +145,6 @@ def rate_limit(*, scope: Scope, key: str, cost: int = 1) -> None:
     for _ in range(cost):
         usage = _usage(scope, key, increment=True)
     if usage is not None and usage["should_limit"]:
-        raise RateLimited(scope, retry_after=usage["time_left"])
-
-
-def rate_limit_check(*, scope: Scope, key: str) -> None:
-    """RateLimited if `key` has nothing left for `scope` in this window; spends nothing."""
-    usage = _usage(scope, key, increment=False)
-    if usage is not None and usage["count"] >= usage["limit"]:
         raise RateLimited(scope, retry_after=usage["time_left"])
 
 

@@ -111,6 +111,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "accounts.context_processors.signup",
             ],
         },
     }
@@ -181,13 +182,16 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Who may create an account: anyone (open), whoever holds an invitation link made in the admin
+# (invite), nobody but administrators, in the admin (closed).
+SIGNUP = env_choice("SIGNUP", ("open", "invite", "closed"), "open")
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "notes:notebook_list"
 LOGOUT_REDIRECT_URL = "login"
 
 # --- Abuse limits. Logins (django-axes): LOGIN_FAILURE_LIMIT failures lock that username *from
-# that address* for LOGIN_COOLOFF_MINUTES, so someone elsewhere cannot lock the real user out,
-# and no lock lasts for ever; a successful login clears the count.
+# that address* (IPv6: that /64) for LOGIN_COOLOFF_MINUTES, so someone elsewhere cannot lock the
+# real user out, and no lock lasts for ever; a successful login clears the count.
 AUTHENTICATION_BACKENDS = [
     "accounts.backends.LoginAttemptsBackend",
     "django.contrib.auth.backends.ModelBackend",
@@ -199,15 +203,20 @@ AXES_RESET_ON_SUCCESS = True
 # Attempts during a lockout do not extend it, so the time the lockout page gives holds.
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_LOCKOUT_CALLABLE = "accounts.views.login_locked_out"
-AXES_CLIENT_IP_CALLABLE = "notebook.ratelimit.client_ip"
+# The address as rate limits count it: IPv6 by /64, which one client can roam at will.
+AXES_CLIENT_IP_CALLABLE = "notebook.ratelimit.client_network"
 # Proxies in front that append the client's address to X-Forwarded-For (0: use the peer).
 NUM_PROXIES = env_int("NUM_PROXIES", 0, minimum=0)
-# Questions and uploaded files per user, failed API-token attempts per address: count/period
-# (s, m, h, d; e.g. 100/15m), answered with 429 and Retry-After (notebook/ratelimit.py).
+# Questions and uploaded files per user, wrong API tokens per address and per token prefix,
+# sign-up form posts per address: count/period (s, m, h, d; e.g. 100/15m), answered with 429
+# and Retry-After (notebook/ratelimit.py).
 RATE_LIMITS = {
     "chat": env_rate("CHAT_RATE_LIMIT", "30/m"),
     "upload": env_rate("UPLOAD_RATE_LIMIT", "20/m"),
+    # Previews per user: enough for pressing Preview while typing.
+    "preview": env_rate("PREVIEW_RATE_LIMIT", "120/m"),
     "token": env_rate("TOKEN_FAILURE_RATE_LIMIT", "20/m"),
+    "signup": env_rate("SIGNUP_RATE_LIMIT", "10/h"),
 }
 # Counted where every process (web, worker, several web servers) sees the same numbers: Redis
 # when there is one, else a PostgreSQL table (created by accounts' migration 0002) with an
@@ -342,6 +351,10 @@ CHAT_MAX_TOOL_CALLS = env_int("CHAT_MAX_TOOL_CALLS", 4, minimum=1)  # tool round
 CHAT_MAX_ANSWER_TOKENS = env_int("CHAT_MAX_ANSWER_TOKENS", 1024, minimum=64)
 CHAT_CONTEXT_TOKENS = env_int("CHAT_CONTEXT_TOKENS", 8192, minimum=2048)  # the model's window
 CHAT_TIMEOUT = env_int("CHAT_TIMEOUT", 120, minimum=5)  # seconds per LLM request
+# Tool calling beyond the searches every answer starts with (docs/chat.md, "Servers"): auto
+# (offered, and dropped per server when it fails), native (role "tool" results), user (results
+# passed back as a user message, for chat templates that drop tool messages), off.
+CHAT_TOOLS = env_choice("CHAT_TOOLS", ("auto", "native", "user", "off"), "auto")
 
 # --- Reranker (optional): re-scores the best fused search candidates; see notebook/rerank.py.
 RERANKER = env_choice("RERANKER", ("none", "cross-encoder", "http", "llm"), "none")

@@ -9,10 +9,13 @@ from django.core.exceptions import ValidationError
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from notebook.markdown import render_markdown
+from notebook.ratelimit import RateLimited, rate_limit, too_many_requests, user_key
 from notebook.types import AuthenticatedHttpRequest
 from notes import selectors, services
 from notes.forms import NotebookForm, NoteForm
@@ -154,10 +157,29 @@ def note_edit(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def note_preview(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
+    """The posted body rendered, or why not: each preview spends the user's "preview" budget,
+    and a body longer than a note may be is not rendered (Markdown takes seconds on such
+    input, and the text could not be saved anyway)."""
     # Scoped like every other note URL, although it only renders the posted text.
     selectors.note_get(user=request.user, note_id=note_id)
-    html = render_markdown(request.POST.get("body", ""))
-    return render(request, "notes/note_edit.html#preview", {"preview_html": html})
+    template = "notes/note_edit.html#preview"
+    try:
+        rate_limit(scope="preview", key=user_key(request.user))
+    except RateLimited as exc:
+        return too_many_requests(render(request, template, _preview_refusal(exc.message)), exc)
+    body = request.POST.get("body", "")
+    limit = settings.NOTE_BODY_MAX_CHARS
+    if len(body) > limit:
+        refusal = (
+            f"Too long to preview: {len(body):,} characters, and a note holds at most "
+            f"{limit:,}. Shorten it to see the preview."
+        )
+        return render(request, template, _preview_refusal(refusal))
+    return render(request, template, {"preview_html": render_markdown(body)})
+
+
+def _preview_refusal(message: str) -> dict[str, SafeString]:
+    return {"preview_html": format_html('<p class="error" role="alert">{}</p>', message)}
 
 
 def _after_note_action(request: AuthenticatedHttpRequest, notebook_id: int) -> HttpResponse:

@@ -10,12 +10,15 @@ from typing import Any
 from daphne.testing import DaphneProcess
 from django.db import connections
 
+from notebook.daphne_http import install
+
 
 def start_daphne(application: Callable[[], Any], *, timeout: float = 60) -> DaphneProcess:
     """Start daphne on a free port of localhost and wait until it listens (`server.port`).
     `application` is a module-level factory: the child process calls it."""
     connections.close_all()  # the child must open its own connections, not share ours
-    server = DaphneProcess("localhost", application)
+    # As `manage.py serve` runs it: 414/431 for requests over Twisted's limits.
+    server = DaphneProcess("localhost", application, setup=install)
     server.daemon = True
     server.start()
     deadline = time.monotonic() + timeout

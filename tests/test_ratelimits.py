@@ -1,6 +1,7 @@
 """Rate limits: questions and retries (page, socket, API, one budget), uploaded files (page,
-API) and wrong API tokens (per address) answer 429 with when to come back, store nothing, and
-leave other users and addresses alone."""
+API), wrong API tokens (per address and per token prefix; right tokens always pass) and
+sign-ups (per address) answer 429 with when to come back, store nothing, and leave other users
+and addresses alone."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import threading
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.contrib.auth.models import User
 from django.core.cache import caches
 from django.core.exceptions import ImproperlyConfigured
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -28,14 +30,15 @@ from tests.factories import NotebookFactory, NoteFactory
 pytestmark = pytest.mark.django_db
 CHAT_REFUSAL = "You are asking questions too fast (at most 2 an hour). Try again in"
 UPLOAD_REFUSAL = "You are uploading too fast (at most 2 files an hour). Try again in"
-TOKEN_REFUSAL = "Too many requests with a wrong API token from your address (at most 3 an hour)."
+TOKEN_REFUSAL = "Too many requests with a wrong API token (at most 3 an hour from one address,"
+SIGNUP_REFUSAL = "Too many sign-up attempts from your address (at most 2 an hour). Try again in"
 
 
 @pytest.fixture(autouse=True)
 def _tight_limits(settings):
     # Hourly windows: a window that ends during a test (and lets a refused request through)
     # is a 1 in 3,600 chance per second of test, not 1 in 60.
-    settings.RATE_LIMITS = {"chat": "2/h", "upload": "2/h", "token": "3/h"}
+    settings.RATE_LIMITS = {"chat": "2/h", "upload": "2/h", "token": "3/h", "signup": "2/h"}
     yield
     caches["ratelimit"].clear()  # the tests that commit leave their counts behind otherwise
 
@@ -234,18 +237,73 @@ def test_wrong_tokens_from_one_address_are_refused_and_others_carry_on(alice, al
     assert refused.status_code == 429
     assert_retry_after(refused)
     assert refused.json()["detail"].startswith(TOKEN_REFUSAL)
-    # From that address even the right token waits; from another one it works.
-    right = Client(headers={"Authorization": f"Bearer {alice_token}"})
-    assert right.get("/api/me").status_code == 429
-    elsewhere = right.get("/api/me", REMOTE_ADDR="192.0.2.7")
-    assert elsewhere.json()["username"] == "alice"
-    # The browser's session is not a token: it is not counted and not refused.
+    # Another token from that address is refused too (the address's budget is spent) ...
+    other = Client(headers={"Authorization": "Bearer nbk_other_guess"})
+    assert other.get("/api/me").status_code == 429
+    # ... but not from another address, and the browser's session is not a token: it is not
+    # counted and not refused.
+    assert other.get("/api/me", REMOTE_ADDR="192.0.2.7").status_code == 401
     assert client_of(bob).get("/api/me").json()["username"] == "bob"
+
+
+def test_a_right_token_works_from_an_address_whose_failures_are_spent(alice, alice_token):
+    # Someone behind the same NAT (or the same /64) guessing cannot lock Alice's script out.
+    for n in range(4):
+        Client(headers={"Authorization": f"Bearer nbk_guess{n}"}).get("/api/me")
+    assert Client(headers={"Authorization": "Bearer nbk_guess"}).get("/api/me").status_code == 429
+    right = Client(headers={"Authorization": f"Bearer {alice_token}"})
+    assert right.get("/api/me").json()["username"] == "alice"
+    v6 = {"REMOTE_ADDR": "2001:db8::1"}
+    for n in range(4):
+        Client(headers={"Authorization": f"Bearer nbk_v6guess{n}"}).get("/api/me", **v6)
+    assert right.get("/api/me", REMOTE_ADDR="2001:db8::2").json()["username"] == "alice"
+
+
+def test_one_wrong_token_is_refused_from_every_address_once_its_budget_is_spent():
+    # A guessing run keeps its first characters; spread over addresses it is still counted.
+    addresses = ["192.0.2.1", "198.51.100.2", "2001:db8::1", "203.0.113.4"]
+    codes = [
+        Client(headers={"Authorization": f"Bearer nbk_AAAAAAAA{n}"})
+        .get("/api/me", REMOTE_ADDR=address)
+        .status_code
+        for n, address in enumerate(addresses)
+    ]
+    assert codes == [401, 401, 401, 429]
+    # Another token from the fourth address still gets a plain 401.
+    fresh = Client(headers={"Authorization": "Bearer nbk_BBBBBBBB"})
+    assert fresh.get("/api/me", REMOTE_ADDR="203.0.113.4").status_code == 401
 
 
 def test_a_right_token_spends_nothing(alice_token):
     right = Client(headers={"Authorization": f"Bearer {alice_token}"})
     assert {right.get("/api/me").status_code for _ in range(5)} == {200}
+
+
+# --- sign-ups ----------------------------------------------------------------------------------
+
+
+def test_signups_from_one_address_are_refused_beyond_the_limit(anon_client, settings):
+    weak = {"username": "carol", "password1": "123", "password2": "123"}
+    assert [anon_client.post("/accounts/signup/", weak).status_code for _ in range(2)] == [200, 200]
+    good = {"username": "carol", "password1": "Sturdy-Tulip-4821", "password2": "Sturdy-Tulip-4821"}
+    refused = anon_client.post("/accounts/signup/", good)
+    assert refused.status_code == 429
+    assert_retry_after(refused)
+    page = refused.content.decode()
+    assert SIGNUP_REFUSAL in page
+    assert 'href="/accounts/signup/"' in page
+    assert not User.objects.filter(username="carol").exists()
+    assert anon_client.get("/accounts/signup/").status_code == 200  # looking costs nothing
+    # Another address signs up; with SIGNUP=invite, guessing invitations spends the budget too.
+    elsewhere = anon_client.post("/accounts/signup/", good, REMOTE_ADDR="192.0.2.7")
+    assert elsewhere.status_code == 302
+    settings.SIGNUP = "invite"
+    guesses = [
+        Client().post("/accounts/signup/", {"invite": f"guess{n}"}, REMOTE_ADDR="192.0.2.8")
+        for n in range(3)
+    ]
+    assert [guess.status_code for guess in guesses] == [403, 403, 429]
+    assert 'href="/accounts/signup/?invite=guess2"' in guesses[2].content.decode()
 
 
 # --- the parts ---------------------------------------------------------------------------------

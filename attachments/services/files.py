@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.files.uploadedfile import UploadedFile
 from django.db import IntegrityError, transaction
@@ -17,7 +18,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from attachments.models import NoteAttachment
-from attachments.validation import validate_pdf_upload
+from attachments.validation import check_quota, validate_pdf_upload
 from notes.models import Note
 
 if TYPE_CHECKING:
@@ -68,11 +69,32 @@ def _remove_files(attachment: NoteAttachment) -> None:
         path.unlink(missing_ok=True)
 
 
+def _lock_uploads_of(user: User) -> None:
+    """Serialise this user's uploads until the end of the current transaction.
+
+    The lock is the user's row, FOR NO KEY UPDATE: a second upload of the same user waits here
+    until the first commits or rolls back, and then (READ COMMITTED: each statement sees what
+    is committed when it starts) its quota check counts the first one's row. NO KEY, because
+    inserting rows that point to the user (notes, messages) takes FOR KEY SHARE on it, which
+    this does not block; a plain FOR UPDATE would stall all of them for the insert's duration.
+    Usage is the Sum of the user's rows, recomputed under the lock, so deletes (also the
+    cascades of deleting a note or notebook, which bypass our services) keep it exact.
+    """
+    list(
+        get_user_model()
+        .objects.select_for_update(no_key=True)
+        .filter(pk=user.pk)
+        .values_list("pk", flat=True)
+    )
+
+
 def attachment_upload(*, user: User, note: Note, uploaded: UploadedFile[bytes]) -> NoteAttachment:
     """Validate and store one PDF on `note`, then queue its ingestion once committed.
 
     Raises ValidationError (nothing stored) for bad files and DuplicateAttachment when the
-    same content is already on the note.
+    same content is already on the note. The quota is checked again, authoritatively, under a
+    per-user lock in the transaction that inserts the row, so concurrent uploads of one user
+    cannot together exceed it.
     """
     if note.is_trashed:
         raise ValidationError(
@@ -98,6 +120,8 @@ def attachment_upload(*, user: User, note: Note, uploaded: UploadedFile[bytes]) 
     attachment.file.save(f"{attachment.uuid}.pdf", uploaded, save=False)
     try:
         with transaction.atomic():
+            _lock_uploads_of(user)
+            check_quota(user=user, name=info.name, size=info.size)
             attachment.save()
             if attachment.status == Status.PENDING:
                 _enqueue_on_commit(attachment.pk)

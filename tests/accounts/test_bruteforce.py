@@ -1,6 +1,7 @@
-"""Login brute force (django-axes): failures lock that username from that address only, for a
-cool-off, with a page that says until when; a success starts the count again; the admin's
-login is covered too; logins without a request (manage.py, the test client) still work."""
+"""Login brute force (django-axes): failures lock that username from that address (IPv6: that
+/64) only, for a cool-off, with a page that says until when; a success starts the count again;
+the admin's login is covered too; logins without a request (manage.py, the test client) still
+work."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from django.contrib.auth import authenticate
 from django.db.models import F
 from django.test import AsyncClient, Client, RequestFactory
 
-from notebook.ratelimit import client_ip
+from notebook.ratelimit import address_key, client_ip, client_network
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -130,3 +131,32 @@ def test_the_client_address_is_the_peer_unless_proxies_are_declared(settings):
     assert client_ip(request) == "203.0.113.9"
     request.META["HTTP_X_FORWARDED_FOR"] = "not-an-address"
     assert client_ip(request) == "10.0.0.1"
+
+
+def test_ipv6_failures_count_by_the_64_and_lock_it_out(anon_client, dave):
+    # One client holds a whole /64 and can move around in it; rate limits count it as one too.
+    assert fail(anon_client, 3, REMOTE_ADDR="2001:db8::1") == [200, 200, 200]
+    assert fail(anon_client, 1, REMOTE_ADDR="2001:db8::2") == [200]
+    locked = log_in(anon_client, "wrong", REMOTE_ADDR="2001:db8::ffff:1")
+    assert locked.status_code == 429
+    assert LOCKED in locked.content.decode()
+    assert log_in(anon_client, PASSWORD, REMOTE_ADDR="2001:db8::3").status_code == 429
+    assert set(AccessAttempt.objects.values_list("ip_address", flat=True)) == {"2001:db8::"}
+    # Another /64 (even next door) and IPv4 are not locked.
+    assert logged_in(log_in(Client(), PASSWORD, REMOTE_ADDR="2001:db8:0:1::1"))
+    assert logged_in(log_in(Client(), PASSWORD))
+
+
+def test_the_client_network_groups_ipv6_by_64_and_keeps_ipv4(settings):
+    def network(address: str) -> str | None:
+        return client_network(RequestFactory().get("/", REMOTE_ADDR=address))
+
+    assert network("192.0.2.1") == "192.0.2.1"
+    assert network("2001:db8:1:2:3:4:5:6") == "2001:db8:1:2::"
+    assert network("::ffff:192.0.2.1") == "192.0.2.1"  # IPv4 on a dual-stack socket
+    assert network("not-an-address") == "not-an-address"
+    request = RequestFactory().get("/", REMOTE_ADDR="2001:db8::1")
+    assert address_key(request) == "ip:2001:db8::"
+    settings.NUM_PROXIES = 1
+    request.META["HTTP_X_FORWARDED_FOR"] = "2001:db8:aa::5"
+    assert address_key(request) == "ip:2001:db8:aa::"

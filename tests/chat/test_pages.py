@@ -257,7 +257,9 @@ HOSTILE = """Look [1].
 
 
 def test_hostile_markdown_in_an_answer_is_sanitized(alice_client, conversation):
-    answered(conversation, HOSTILE, citations=[citation(1)])
+    answered(
+        conversation, HOSTILE, citations=[citation(1)], metadata={"links": ["https://example.com"]}
+    )
     page = html_of(alice_client.get(f"/chats/{conversation.pk}/"))
     answer = re.search(r'<div class="markdown answer"[^>]*>(.*?)</div>\s*<ol', page, flags=re.S)
     assert answer is not None
@@ -398,7 +400,7 @@ def test_the_fallback_retries_a_failed_answer(
     assert started == [answer.pk]
 
     again = alice_client.post(f"/chats/messages/{answer.pk}/retry/", follow=True)
-    assert "Only a failed or interrupted answer can be retried." in html_of(again)
+    assert "Only a failed, interrupted or cut-short answer can be retried." in html_of(again)
     assert started == [answer.pk]
 
 

@@ -172,9 +172,9 @@ def assert_loads_nothing_off_site(html: str, where: str) -> None:
     off_site = [src for src in found.images if urlsplit(src).netloc or src.startswith("//")]
     assert off_site == [], f"an off-site <img> in {where}: {off_site}"
     assert not [u for u in found.loads if ATTACKER in u], f"{where} loads {found.loads}"
-    for href, rel in found.links:
-        if ATTACKER in urlsplit(href).netloc:  # followed only on a click, without a referrer
-            assert set(rel.split()) >= {"noopener", "noreferrer", "nofollow"}, (href, rel)
+    # Not even a link to click: its URL could carry what the model read (?q=DATA).
+    off_site = [href for href, _ in found.links if ATTACKER in urlsplit(href).netloc]
+    assert off_site == [], f"a link to {ATTACKER} in {where}: {off_site}"
 
 
 def ask(conversation, question: str) -> tuple[Message, list[tuple[str, dict[str, Any]]]]:
@@ -202,14 +202,15 @@ def test_an_obedient_model_stays_in_alices_scope_and_loads_nothing(world, fake, 
     assert answer.status == "complete", answer.error
     assert answer.answerer == "llm"
     names = [call["name"] for call in answer.tool_calls]
-    assert names == ["document_search", "document_search", "document_search", "note_read",
+    assert names == ["document_search", "note_search",  # retrieval before the model writes
+                     "document_search", "document_search", "document_search", "note_read",
                      "note_search", "read_all_files"] + ["note_read"] * 5  # fmt: skip
 
     # Nothing of Bob's came back to the model or was saved.
     alices = {world["note"].pk}
     assert {source.get("note_id") for source in answer.retrieved} <= alices
     to_model = [m["content"] for m in fake.streamed[-1]["messages"] if m["role"] == "tool"]
-    assert len(to_model) == len(names)
+    assert len(to_model) == len(names) - 2
     saved = json.dumps([answer.content, answer.citations, answer.retrieved, answer.tool_calls,
                         answer.follow_ups, answer.metadata, events])  # fmt: skip
     every_request = json.dumps(fake.bodies)
@@ -217,16 +218,22 @@ def test_an_obedient_model_stays_in_alices_scope_and_loads_nothing(world, fake, 
         assert "quetzal" not in text
         assert "Bob's vault" not in text
     by_call = answer.tool_calls
-    assert by_call[1]["results"] == 0  # Bob's note as a filter: "No note … in this notebook."
-    assert by_call[3]["results"] == 0  # reading Bob's note
-    assert all(call["results"] == 0 for call in by_call[6:] if  # guessed ids: Bob's, or none
+    assert by_call[3]["results"] == 0  # Bob's note as a filter: "No note … in this notebook."
+    assert by_call[5]["results"] == 0  # reading Bob's note
+    assert all(call["results"] == 0 for call in by_call[8:] if  # guessed ids: Bob's, or none
                call["arguments"]["note_id"] != world["note"].pk)  # fmt: skip
     assert "There is no tool 'read_all_files'" in to_model[5]
 
-    # The answer it wrote asks for remote images: shown anywhere, it loads none.
+    # The answer it wrote asks for remote images and links: shown anywhere, it loads none and
+    # links nowhere; the URLs, the one carrying the document's text too, are plain text.
     assert f"https://{ATTACKER}/pixel.png" in answer.content
     for where, html in shown_everywhere(answer, alice_client, world["alice"]).items():
         assert_loads_nothing_off_site(html, where)
+    html = str(present(answer).html)
+    assert f"Done. x (https://{ATTACKER}/?q=" in html  # the image: alt (URL), as text
+    assert "Garden report for the spring season" in html  # what the URL would have carried
+    assert answer.metadata["links"] == []
+    assert f"z (https://{ATTACKER}/)" in html  # the link around an image: text (URL)
     assert answer.follow_ups  # its follow-ups are buttons' text, escaped
     page = alice_client.get(f"/chats/{answer.conversation_id}/").content.decode()
     assert f'<img src="https://{ATTACKER}' not in page
@@ -257,3 +264,45 @@ def test_what_the_tools_hand_the_model_is_fenced_as_untrusted(world, fake):
     injected = sources_in(first_result)
     assert any("Ignore previous instructions" in " ".join(text.split())
                for text in injected.values())  # fmt: skip
+
+
+SEEDS = "https://seeds.example.org/catalogue?year=2024"
+SHOP = "https://shop.example.net/garden"
+
+
+def test_a_link_to_a_url_in_the_cited_page_or_the_question_is_kept(world, fake, alice_client):
+    seeds = text_pdf(["Seed orders for the garden.", f"Order seeds at {SEEDS} before May."])
+    assert ingest(upload(world["alice"], world["note"], "seeds.pdf", seeds)).status == "ready"
+
+    def seeds_n(text: str) -> int:
+        return next(n for n, body in sources_in(text).items() if SEEDS in body)
+
+    def respond(body: dict[str, Any]) -> Any:
+        results = [m["content"] or "" for m in body["messages"] if m["role"] == "tool"]
+        if not body.get("stream"):
+            n = seeds_n(body["messages"][-1]["content"])
+            quote = f"Order seeds at {SEEDS} before May."
+            return Metadata({"confidence": "high", "answerable": True, "follow_ups": [],
+                             "citations": [{"n": n, "quote": quote}]})  # fmt: skip
+        if not results:
+            return ToolCall("document_search", {"query": "seed orders catalogue"})
+        return Answer(
+            f"Order from [the catalogue]({SEEDS}) [{seeds_n(results[0])}], or <{SHOP}>. "
+            f"Not [this]({SEEDS}&d=garden), [nor this](https://{ATTACKER}/?q=seeds) "
+            f"nor ![that]({SEEDS})."
+        )
+
+    fake.respond = respond
+    answer, _ = ask(world["conversation"], f"Where do I order seeds? Not from {SHOP}?")
+    assert answer.status == "complete", answer.error
+    assert answer.citations
+    for where, html in shown_everywhere(answer, alice_client, world["alice"]).items():
+        assert_loads_nothing_off_site(html, where)
+        off_site = {href: rel for href, rel in loads_of(html).links if urlsplit(href).netloc}
+        assert off_site == {SEEDS: "noopener noreferrer nofollow",
+                            SHOP: "noopener noreferrer nofollow"}, where  # fmt: skip
+    html = str(present(answer).html).replace("&amp;", "&")
+    assert f"this ({SEEDS}&d=garden)" in html  # a cited URL with more on it is text
+    assert f"nor this (https://{ATTACKER}/?q=seeds)" in html
+    assert f"that ({SEEDS})" in html  # an image never becomes a link
+    assert answer.metadata["links"] == [SEEDS, SHOP]

@@ -276,7 +276,9 @@ def test_a_hostile_answer_stays_inert_live_when_done_and_after_reload(
     model.gate.set()
     expect(answer).to_have_attribute("data-status", "complete", timeout=ANSWER_TIMEOUT)
     rendered = answer.get_by_test_id("answer")
-    expect(rendered.locator("a[href='https://attacker.example/?q=secret']")).to_have_text("x")
+    # Model output links only to URLs of its cited sources or the question: this one is text.
+    expect(rendered.locator("a[href*='attacker.example']")).to_have_count(0)
+    expect(rendered).to_contain_text("x (https://attacker.example/?q=secret)")
     expect(rendered).to_contain_text("<script>alert(1)</script>")  # raw HTML shows as text
     expect(answer.get_by_test_id("follow-up")).to_contain_text("<img src=")
     assert_inert(page)

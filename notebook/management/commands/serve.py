@@ -1,8 +1,9 @@
 """`manage.py serve`: the whole app in the foreground (what `make run` starts).
 
 Prepares the database (the embedded server is started by settings when DATABASE_URL is unset),
-applies migrations, collects static files, then runs the ASGI web server (daphne) and a django-q2
-worker as child processes. Ctrl-C stops all of them, then the embedded server.
+applies migrations, collects static files, then runs the ASGI web server (daphne, through
+notebook.daphne_http) and a django-q2 worker as child processes. Ctrl-C stops all of them, then
+the embedded server.
 """
 
 from __future__ import annotations
@@ -75,10 +76,11 @@ class Command(BaseCommand):
         # Children connect to the same server directly; only this process owns the embedded one.
         env = {**os.environ, "DATABASE_URL": database_url(db)}
         commands = {
+            # daphne, answering 414/431 for requests over Twisted's size limits.
             "web": [
                 sys.executable,
                 "-m",
-                "daphne",
+                "notebook.daphne_http",
                 "-b",
                 host,
                 "-p",

@@ -27,7 +27,7 @@ from django.db import connections
 from django.db.models import F, Q
 from django.db.models.functions import Now
 
-from chat.citations import verify
+from chat.citations import allowed_links, verify
 from chat.events import AnswerError, Event, Finished, Token, ToolActivity
 from chat.models import Message
 from chat.tools import ToolContext
@@ -208,19 +208,30 @@ def _generate(message_id: int, attempt: int, emit: Emit, answerer: Answerer | No
         save(status=Message.Status.ERROR, error=error)
         return _failed(message, error, emit)
 
-    content = "".join(parts)
+    content = finished.text if finished.text is not None else "".join(parts)
     citations, refused = verify(content, context.sources, finished.quotes)
+    grounding = _grounding(citations, finished)
     timings["retrieval"] = round(timings["retrieval"], 3)
     timings["total"] = round(time.perf_counter() - started, 3)
     timings.setdefault("first_token", timings["total"])
     for citation in citations:
         emit("citation", {"message_id": message.pk, **citation})
-    metadata = {"unverified_citations": refused, "abstained": finished.abstained}
+    metadata = {
+        "unverified_citations": refused,
+        "abstained": grounding == "abstained",
+        "grounding": grounding,
+        "links": allowed_links(content, question=question, citations=citations),
+    }
+    if finished.cut_short:
+        metadata["cut_short"] = True
+    # A confidence badge on an answer nothing verifiable supports would mislead.
+    confidence = finished.confidence if grounding != "unsourced" else ""
+    parts[:] = [content]  # what is saved: the cleaned text, if cleaning changed it
     save(
         status=Message.Status.COMPLETE,
         citations=citations,
         retrieved=[_retrieved(source) for source in context.sources],
-        confidence=finished.confidence,
+        confidence=confidence,
         follow_ups=finished.follow_ups[:3],
         usage=finished.usage,
         timings=timings,
@@ -232,15 +243,25 @@ def _generate(message_id: int, attempt: int, emit: Emit, answerer: Answerer | No
         {
             "message_id": message.pk,
             "usage": finished.usage,
-            "confidence": finished.confidence,
+            "confidence": confidence,
             "follow_ups": finished.follow_ups[:3],
             "citations": citations,
             "unverified_citations": refused,
+            "grounding": grounding,
+            "cut_short": finished.cut_short,
             "timings": timings,
         },
     )
     message.refresh_from_db()
     return message
+
+
+def _grounding(citations: list[dict[str, Any]], finished: Finished) -> str:
+    """cited: at least one citation was verified; abstained: the answer says the sources do
+    not answer; unsourced: neither, so the page warns instead of showing a normal answer."""
+    if citations:
+        return "cited"
+    return "abstained" if finished.abstained else "unsourced"
 
 
 def _write(message_id: int, attempt: int, **fields: Any) -> None:

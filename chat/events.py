@@ -37,6 +37,9 @@ class Finished:
     # Citation number → the exact sentences the answer quotes from that source. The agent
     # verifies each against the page (or note) text and shows only those it finds.
     quotes: dict[int, list[str]] = field(default_factory=dict)
+    # The answer as it is saved, when cleaning changed what streamed (echoed prompt removed).
+    text: str | None = None
+    cut_short: bool = False  # the model stopped at the answer length limit
 
 
 class AnswerError(Exception):

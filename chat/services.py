@@ -108,13 +108,22 @@ def message_ask(*, conversation: Conversation, content: str) -> tuple[Message, M
     return asked, answer
 
 
+def message_retriable(message: Message) -> bool:
+    """Whether Retry is offered: the answer failed, was interrupted, or stopped at the
+    answer length limit (complete, but cut short)."""
+    if message.status in (Message.Status.ERROR, Message.Status.INTERRUPTED):
+        return True
+    return message.status == Message.Status.COMPLETE and bool(
+        (message.metadata or {}).get("cut_short")
+    )
+
+
 def message_retry(*, message: Message) -> Message:
-    """Re-run a failed or interrupted answer: it becomes pending again, cleared."""
-    if message.role != Message.Role.ASSISTANT or message.status not in (
-        Message.Status.ERROR,
-        Message.Status.INTERRUPTED,
-    ):
-        raise ValidationError("Only a failed or interrupted answer can be retried.", code="state")
+    """Re-run a failed, interrupted or cut-short answer: it becomes pending again, cleared."""
+    if message.role != Message.Role.ASSISTANT or not message_retriable(message):
+        raise ValidationError(
+            "Only a failed, interrupted or cut-short answer can be retried.", code="state"
+        )
     updated = Message.objects.filter(pk=message.pk, status=message.status).update(
         status=Message.Status.PENDING,
         updated_at=Now(),  # a fresh pending answer, not an abandoned one

@@ -323,9 +323,11 @@ def test_a_model_asking_for_bobs_ids_and_canary_gets_nothing_of_his(
 ):
     fake.respond = prying(world, fake)
     conversation = services.conversation_create(owner=world.alice, notebook=world.book)
-    first, events = ask(conversation, f"Show me the {CANARY_WORDS} of every user.")
+    # A question Alice's sources answer (so the model writes), with the canary's words in it.
+    first, events = ask(conversation, f"How do URLs break across lines, and {CANARY_WORDS}?")
     assert first.answerer == "llm"
     assert [call["name"] for call in first.tool_calls] == [
+        "document_search", "note_search",  # retrieval before the model writes
         "document_search", "document_search", "note_read", "note_search", "note_read"]  # fmt: skip
     assert_nothing_of_bobs(stored(first) + without_arguments(events), "the model's answer")
     second, events = ask(conversation, first.follow_ups[0])  # a follow-up, with history

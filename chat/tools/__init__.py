@@ -57,15 +57,22 @@ class Tool:
     handler: Callable[[ToolContext, Any], ToolResult]
     # Whether the tool makes sense in a context (e.g. note tools need a notebook with notes).
     available: Callable[[ToolContext], bool] = lambda context: True
+    # The arguments offered in a context, when narrower than `args` (no note_id in a chat
+    # about one note: small models fill every parameter they see, with junk if need be).
+    scoped_args: Callable[[ToolContext], type[BaseModel]] | None = None
+
+    def arguments(self, context: ToolContext) -> type[BaseModel]:
+        return self.scoped_args(context) if self.scoped_args else self.args
 
     def run(self, context: ToolContext, raw_arguments: str | dict[str, Any]) -> ToolResult:
         """Validate the model's arguments and run; bad arguments become a message the model
-        can act on, never an exception."""
+        can act on, never an exception. Arguments outside the context's model are ignored."""
+        model = self.arguments(context)
         try:
             if isinstance(raw_arguments, str):
-                args = self.args.model_validate_json(raw_arguments or "{}")
+                args = model.model_validate_json(raw_arguments or "{}")
             else:
-                args = self.args.model_validate(raw_arguments)
+                args = model.model_validate(raw_arguments)
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()
@@ -88,14 +95,14 @@ def tools_for(context: ToolContext) -> list[Tool]:
     return [tool for tool in REGISTRY.values() if tool.available(context)]
 
 
-def openai_tools(tools: list[Tool]) -> list[dict[str, Any]]:
+def openai_tools(tools: list[Tool], context: ToolContext) -> list[dict[str, Any]]:
     return [
         {
             "type": "function",
             "function": {
                 "name": tool.name,
                 "description": tool.description,
-                "parameters": tool.args.model_json_schema(),
+                "parameters": tool.arguments(context).model_json_schema(),
             },
         }
         for tool in tools

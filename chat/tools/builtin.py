@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.http import Http404
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from attachments.retrieval import Hit, Scope, search
 from chat.tools import Tool, ToolContext, ToolResult, register
@@ -69,17 +69,36 @@ def _note_in_context(context: ToolContext, note_id: int) -> bool:
     return note.notebook_id == context.notebook.pk
 
 
-class DocumentSearchArgs(BaseModel):
+MAX_LIMIT = 10
+
+
+class NoteDocumentSearchArgs(BaseModel):
+    """document_search in a chat about one note: its PDFs only, nothing to choose."""
+
     query: str = Field(description="What to look for, in the words the documents would use.")
+    limit: int = Field(5, description=f"How many passages, 1 to {MAX_LIMIT}.")
+
+    @field_validator("limit", mode="before")
+    @classmethod
+    def _clamp(cls, value: object) -> int:
+        """A limit out of range (or junk) is brought into range, not refused."""
+        try:
+            number = int(float(str(value)))
+        except ValueError:
+            return 5
+        return min(max(number, 1), MAX_LIMIT)
+
+
+class DocumentSearchArgs(NoteDocumentSearchArgs):
     note_id: int | None = Field(None, description="Only this note's PDFs.")
-    limit: int = Field(5, ge=1, le=10)
 
 
-def document_search(context: ToolContext, args: DocumentSearchArgs) -> ToolResult:
+def document_search(context: ToolContext, args: NoteDocumentSearchArgs) -> ToolResult:
     summary = f"Searching documents for ‘{args.query[:80]}’"
-    if args.note_id is not None and not _note_in_context(context, args.note_id):
-        return ToolResult(f"No note {args.note_id} in this notebook.", summary)
-    note_id = context.note.pk if context.note else args.note_id
+    wanted = args.note_id if isinstance(args, DocumentSearchArgs) else None
+    if wanted is not None and not _note_in_context(context, wanted):
+        return ToolResult(f"No note {wanted} in this notebook.", summary)
+    note_id = context.note.pk if context.note else wanted
     result = search(
         user=context.user,
         query=args.query,
@@ -136,6 +155,7 @@ register(Tool(
     "Returns numbered passages with file and page; cite them as [n].",
     DocumentSearchArgs,
     document_search,
+    scoped_args=lambda context: NoteDocumentSearchArgs if context.note else DocumentSearchArgs,
 ))  # fmt: skip
 register(Tool(
     "note_search",

@@ -63,7 +63,8 @@ def test_the_extractive_answer_cites_verified_sentences_of_the_right_page(alice,
     assert 4 in {c["page"] for c in answer.citations}  # the gold page
     page_text = " ".join(library["attachment"].pages.get(number=4).text.split())
     assert any(c["quote"] in page_text for c in answer.citations)
-    assert answer.metadata == {"unverified_citations": 0, "abstained": False}
+    assert answer.metadata["unverified_citations"] == 0
+    assert (answer.metadata["abstained"], answer.metadata["grounding"]) == (False, "cited")
     assert answer.confidence in ("high", "medium", "low")
     assert 1 <= len(answer.follow_ups) <= 3
     assert answer.retrieved
@@ -109,8 +110,12 @@ def test_a_note_chat_has_only_that_notes_pdfs(alice, library):
     context = ToolContext(user=alice, notebook=library["notebook"], note=library["note"])
     tools = {tool.name: tool for tool in tools_for(context)}
     assert set(tools) == {"document_search"}
+    # No note_id is offered in a note chat; one invented anyway is ignored: still this note.
+    schema = tools["document_search"].arguments(context).model_json_schema()
+    assert "note_id" not in schema["properties"]
     result = tools["document_search"].run(context, {"query": "colons", "note_id": other.pk})
-    assert result.content.startswith("No note")
+    assert result.passages
+    assert {p["note_id"] for p in result.passages} == {library["note"].pk}
     bad = tools["document_search"].run(context, '{"query": 3, "limit": 99}')
     assert bad.content.startswith("Invalid arguments for document_search")
 
@@ -225,11 +230,16 @@ def test_evaluate_answers_runs_on_a_small_set(alice, tmp_path, capsys):
     })  # fmt: skip
     questions = tmp_path / "questions.jsonl"
     questions.write_text("\n".join(json.dumps(r) for r in rows))
-    out = tmp_path / "answers.json"
-    call_command("evaluate_answers", "--pdfs", pdfs, "--questions", questions, "--json", out)
+    out, kept = tmp_path / "answers.json", tmp_path / "kept.jsonl"
+    call_command("evaluate_answers", "--pdfs", pdfs, "--questions", questions, "--json", out,
+                 "--keep", kept)  # fmt: skip
     figures = json.loads(out.read_text())
     assert figures["answerer"] == "extractive"
     assert figures["overall"]["n"] == len(rows)
+    assert (figures["overall"]["errors"], figures["overall"]["unsourced"]) == (0, 0)
+    answers = [json.loads(line) for line in kept.read_text().splitlines()]
+    assert [a["id"] for a in answers] == [r["id"] for r in rows]
+    assert answers[0]["tool_calls"][0]["name"] == "document_search"
     assert figures["overall"]["verified_citations"] == 1.0
     assert figures["by_kind"]["unanswerable"]["abstained_unanswerable"] == 1.0
     assert figures["overall"]["cites_gold_page"] > 0

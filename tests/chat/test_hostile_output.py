@@ -158,7 +158,8 @@ def test_hostile_model_output_is_text_live_and_sanitized_when_done_and_after_rel
     async def go() -> list[str]:
         communicator = socket(conversation.pk, cookie)
         assert (await communicator.connect())[0]
-        await communicator.send_to(text_data=ask_frame("What do the sources say?"))
+        question = "What does Plain say about colons and slashes?"  # the sources answer it
+        await communicator.send_to(text_data=ask_frame(question))
         await communicator.receive_from(timeout=30)  # the ask form, emptied
         shown = await communicator.receive_from(timeout=30)
         answer_id = int(re.findall(r'<article id="message-(\d+)"', shown)[1])
@@ -180,8 +181,8 @@ def test_hostile_model_output_is_text_live_and_sanitized_when_done_and_after_rel
     for frame in live:
         assert {tag for tag, _ in elements(frame)} <= {"span", "p"}, frame
         assert "<img" not in frame.lower()
-    status = next(f for f in live if "Searching documents for" in f)
-    assert "&lt;img src=https://attacker.example/q.png" in status
+    statuses = [f for f in live if "Searching documents for" in f]
+    assert any("&lt;img src=https://attacker.example/q.png" in f for f in statuses)
     assert tokens_in(frames, answer.pk) == HOSTILE_ANSWER
 
     # Done: the whole message again, rendered and sanitized on the server.

@@ -4,15 +4,18 @@ real PDF ingested by the real pipeline, run through chat.agent.generate as the a
 from __future__ import annotations
 
 import json
+import re
 import socket
 from typing import Any
 
 import pytest
+from django.template.loader import render_to_string
 
 from chat.agent import generate
-from chat.llm import parse_json_object, token_counter
+from chat.llm import forget_servers, parse_json_object, token_counter
 from chat.models import Message
-from chat.services import conversation_create, message_ask
+from chat.rendering import present
+from chat.services import conversation_create, message_ask, message_retry
 from notebook.textutil import estimate_tokens
 from tests.attachments.test_pipeline import ingest
 from tests.conftest import upload
@@ -34,13 +37,21 @@ from tests.fake_openai import fake_openai_server
 QUESTION = "What does the url package do?"
 
 
-@pytest.fixture
-def fake(settings):
-    with fake_chat_server() as server:
+@pytest.fixture(params=["friendly", "strict"])
+def fake(request, settings):
+    """The chat model on a local server: the forgiving OpenAI protocol, and a server that
+    behaves like llama-cpp-python with a small model (tests/fake_chat.py, BEHAVIOURS)."""
+    forget_servers()
+    with fake_chat_server(request.param) as server:
         settings.CHAT_MODEL = "fake-model"
         settings.OPENAI_BASE_URL = f"{server.url}/v1"
         settings.OPENAI_API_KEY = "test-key"
         yield server
+    forget_servers()
+
+
+def strict(fake: FakeChat) -> bool:
+    return fake.profile == "strict"
 
 
 @pytest.fixture(autouse=True)
@@ -82,7 +93,23 @@ def ask(conversation, question: str = QUESTION) -> tuple[Message, Collector]:
     collector = Collector()
     message = generate(answer.pk, emit=collector)
     assert message is not None
+    assert_presented_honestly(message)
     return message, collector
+
+
+def assert_presented_honestly(message: Message) -> None:
+    """Whatever the server did: a complete answer is cited, an abstention, or marked
+    unsourced (never a plain complete answer without a verified citation), and no
+    chat-template token reaches what is saved."""
+    if message.status != Message.Status.COMPLETE:
+        return
+    grounding = message.metadata["grounding"]
+    assert grounding == ("cited" if message.citations else grounding)
+    assert grounding in ("cited", "abstained", "unsourced")
+    if grounding == "unsourced":
+        assert message.confidence == ""
+    for token in ("<|im_start|>", "<|im_end|>", "[INST]", "<<SYS>>", "<end_of_turn>"):
+        assert token not in message.content
 
 
 def metadata_with(quotes: dict[int, str | bool]):
@@ -112,7 +139,12 @@ def prompt_tokens(body: dict[str, Any]) -> int:
     return total
 
 
-# --- Streaming, tools and citations
+# --- Streaming, retrieval first, tools and citations
+
+
+def native_only(fake: FakeChat) -> None:
+    if strict(fake):
+        pytest.skip("about native tool calls; the strict server drops them (tested below)")
 
 
 @pytest.mark.django_db
@@ -129,29 +161,45 @@ def test_tokens_stream_in_pieces_and_the_saved_answer_is_their_concatenation(fak
 
 
 @pytest.mark.django_db
-def test_a_tool_call_round_trip_feeds_the_numbered_sources_back(fake, conversation):
+def test_passages_are_retrieved_before_the_model_writes_and_tools_stay_available(
+    fake, conversation
+):
+    fake.script = [ToolCall("document_search", {"query": "line breaks"})]
     message, events = ask(conversation)
-    first, second = fake.streamed
+    searches = events.of("tool")
+    assert [s["name"] for s in searches[:2]] == ["document_search", "note_search"]
+    assert searches[0]["arguments"] == {"query": QUESTION, "limit": 6}
+    first, second = fake.streamed[:2]
+    asked = first["messages"][-1]
+    assert asked["role"] == "user"
+    assert asked["content"].startswith(
+        'Sources found for this question:\n<source id="1" file="url.pdf"'
+    )
+    assert asked["content"].endswith(f"\n\nQuestion: {QUESTION}")
     assert {t["function"]["name"] for t in first["tools"]} == {
         "document_search",
         "note_search",
         "note_read",
     }
+    assert first["tool_choice"] == "auto"  # explicit: without it some servers drop the tools
     assert first["max_tokens"] == 1024
     assert first["stream_options"] == {"include_usage": True}
-    call = second["messages"][-2]
-    assert call["role"] == "assistant"
-    assert call["tool_calls"][0]["function"]["name"] == "document_search"
-    assert json.loads(call["tool_calls"][0]["function"]["arguments"]) == {"query": QUESTION}
-    result = second["messages"][-1]
-    assert result["role"] == "tool"
-    assert result["tool_call_id"] == call["tool_calls"][0]["id"]
-    assert result["content"].startswith('<source id="1" file="url.pdf" page="')
-    [activity] = events.of("tool")
-    assert activity["name"] == "document_search"
-    assert activity["arguments"] == {"query": QUESTION}
-    assert activity["results"] == len(message.retrieved) > 0
+    if strict(fake):
+        # The server broke the stream when the model picked a tool: the answer is written
+        # from the passages retrieved first, without tools, and later answers skip them.
+        assert "tools" not in second
+        assert len(searches) == 2
+    else:
+        call = second["messages"][-2]
+        assert call["tool_calls"][0]["function"]["name"] == "document_search"
+        result = second["messages"][-1]
+        assert result["role"] == "tool"
+        assert result["tool_call_id"] == call["tool_calls"][0]["id"]
+        assert "<source id=" in result["content"]
+        assert searches[2]["arguments"] == {"query": "line breaks"}
+    assert message.metadata["grounding"] == "cited"
     assert message.tool_calls[0]["summary"].startswith("Searching documents for")
+    assert 0 < len(message.retrieved) <= sum(a["results"] for a in searches)  # shared kept once
 
 
 @pytest.mark.django_db
@@ -181,7 +229,7 @@ def test_a_fabricated_quote_is_not_shown(fake, conversation):
 @pytest.mark.django_db
 def test_metadata_confidence_and_follow_ups_are_saved(fake, conversation):
     message, events = ask(conversation)
-    [request] = fake.unstreamed
+    request = fake.unstreamed[0]
     schema = request["response_format"]
     assert schema["type"] == "json_schema"
     assert schema["json_schema"]["name"] == "answer_metadata"
@@ -189,6 +237,11 @@ def test_metadata_confidence_and_follow_ups_are_saved(fake, conversation):
     assert set(schema["json_schema"]["schema"]["required"]) == {
         "confidence", "follow_ups", "answerable", "citations"}  # fmt: skip
     assert '<source id="1">' in request["messages"][-1]["content"]
+    if strict(fake):  # HTTP 500 on json_schema: once more as json_object, the schema in the prompt
+        fallback = fake.unstreamed[1]
+        assert fallback["response_format"] == {"type": "json_object"}
+        assert '"answerable"' in fallback["messages"][0]["content"]
+        assert len(fake.unstreamed) == 2  # no blind retries of the 500
     assert message.confidence == "high"
     assert message.follow_ups == ["What else does it say?", "Where is this defined?"]
     assert message.metadata["abstained"] is False
@@ -208,42 +261,73 @@ def test_metadata_wrapped_in_prose_or_refused_structured_output_still_parses(fak
     ]
     message, _ = ask(conversation)
     assert message.status == Message.Status.COMPLETE
-    assert "response_format" in fake.unstreamed[0]
-    assert "response_format" not in fake.unstreamed[1]
+    formats = [(b.get("response_format") or {}).get("type") for b in fake.unstreamed]
+    if strict(fake):
+        assert formats == ["json_schema", "json_object", None]
+    else:
+        assert formats == ["json_schema", "json_object"]
     assert message.confidence == "low"
     assert message.follow_ups == ["What is urldef?"]
     assert message.metadata["abstained"] is True
+    assert message.metadata["grounding"] == "abstained"
 
 
 @pytest.mark.django_db
-def test_invalid_metadata_leaves_a_complete_answer_without_citations(fake, conversation):
+def test_junk_metadata_leaves_an_unsourced_answer_marked_as_such(fake, conversation):
     fake.script = [
         ToolCall("document_search", {"query": "url"}),
-        Answer("It breaks lines [1]."),
+        Answer("It brews espresso for the whole office [1]."),
         Metadata("I cannot produce JSON today."),
+        Metadata("Still no JSON."),
+        Metadata("Never."),
     ]
     message, _ = ask(conversation)
     assert message.status == Message.Status.COMPLETE
-    assert message.content == "It breaks lines [1]."
     assert (message.confidence, message.follow_ups, message.citations) == ("", [], [])
-    assert message.metadata == {"unverified_citations": 1, "abstained": False}
+    assert message.metadata["grounding"] == "unsourced"
+    assert message.metadata["unverified_citations"] == 1
+    html = render_to_string("chat/_message.html", {"item": present(message)})
+    assert 'data-testid="unsourced"' in html
+    assert "Not backed by your sources" in html
+
+
+@pytest.mark.django_db
+def test_a_cited_claim_without_a_quote_gets_the_backing_sentence_of_its_source(fake, conversation):
+    def answer_with_source_words(body: dict[str, Any]) -> Any:
+        if not body.get("stream"):
+            return Metadata("no JSON from this model")
+        sentence = first_sentence(sources_in(body["messages"][-1]["content"])[1])
+        return Answer(f"In short: {sentence} [1]")
+
+    fake.respond = answer_with_source_words
+    message, _ = ask(conversation)
+    [citation] = message.citations
+    assert citation["quote"] in message.content
+    assert message.metadata["grounding"] == "cited"
 
 
 @pytest.mark.django_db
 def test_usage_sums_every_request_and_is_estimated_when_the_server_sends_none(fake, conversation):
     message, _ = ask(conversation)
-    assert len(fake.usage_sent) == 3  # tool turn, answer, metadata
+    if strict(fake):
+        assert fake.usage_sent == []
+        assert message.usage["estimated"] is True
+        assert message.usage["prompt_tokens"] > 0
+        assert message.usage["completion_tokens"] > 0
+        return
+    assert len(fake.usage_sent) == 2  # answer, metadata
     assert message.usage["prompt_tokens"] == sum(p for p, _ in fake.usage_sent)
     assert message.usage["completion_tokens"] == sum(c for _, c in fake.usage_sent)
     assert message.usage["total_tokens"] == sum(p + c for p, c in fake.usage_sent)
+    assert "estimated" not in message.usage
 
     fake.usage_sent.clear()
-    fake.script = [ToolCall("document_search", {"query": "url"}),
-                   Answer("It breaks lines.", usage=False)]  # fmt: skip
-    message, _ = ask(conversation, "And then?")
-    assert len(fake.usage_sent) == 2  # the answer's usage is missing
+    fake.script = [Answer("It breaks lines.", usage=False)]
+    message, _ = ask(conversation, "What does the url package do with lines?")
+    assert len(fake.usage_sent) == 1  # the answer's usage is missing
     assert message.usage["prompt_tokens"] > sum(p for p, _ in fake.usage_sent)
     assert message.usage["completion_tokens"] > sum(c for _, c in fake.usage_sent)
+    assert message.usage["estimated"] is True
 
 
 @pytest.mark.django_db
@@ -259,12 +343,29 @@ def test_a_server_refusing_stream_options_is_asked_again_without_them(fake, conv
 
 @pytest.mark.django_db
 def test_a_note_read_by_the_id_in_the_prompt_is_cited(fake, conversation, note):
+    native_only(fake)
+
+    n = 0
+
+    def cite_the_note(body: dict[str, Any]) -> Any:
+        nonlocal n
+        if not body.get("stream"):
+            quote = {"n": n, "quote": "url.sty Reading notes."}
+            return Metadata(
+                {"confidence": "high", "follow_ups": [], "answerable": True, "citations": [quote]}
+            )
+        # The note's number follows the passages retrieved first: read it from its result.
+        results = [m["content"] for m in body["messages"] if m["role"] == "tool"]
+        n = int(re.findall(r'<source id="(\d+)" note="url.sty"', "\n".join(results))[-1])
+        return Answer(f"The note is about reading [{n}].")
+
     fake.script = [ToolCall("note_read", {"note_id": note.pk})]
+    fake.respond = cite_the_note
     message, _ = ask(conversation)
-    [citation] = message.citations
-    assert citation["kind"] == "note"
-    assert citation["note_id"] == note.pk
-    assert citation["quote"] == "url.sty Reading notes."
+    notes = [c for c in message.citations if c["kind"] == "note"]
+    assert notes
+    assert notes[0]["note_id"] == note.pk
+    assert notes[0]["quote"] == "url.sty Reading notes."
 
 
 # --- Prompts, history and isolation
@@ -285,32 +386,36 @@ def test_the_system_prompt_names_the_notebook_and_marks_sources_untrusted(fake, 
 
 
 @pytest.mark.django_db
-def test_a_note_chat_names_the_note_and_offers_only_document_search(fake, alice, note):
+def test_a_note_chat_offers_document_search_without_note_id(fake, alice, note):
     ingest(upload(alice, note, "url.pdf"))
     conversation = conversation_create(owner=alice, notebook=note.notebook, note=note)
-    message, _ = ask(conversation)
+    message, events = ask(conversation)
     assert message.status == Message.Status.COMPLETE
     first = fake.streamed[0]
-    assert [t["function"]["name"] for t in first["tools"]] == ["document_search"]
+    [tool] = first["tools"]
+    assert tool["function"]["name"] == "document_search"
+    assert set(tool["function"]["parameters"]["properties"]) == {"query", "limit"}
     assert 'the note "url.sty"' in first["messages"][0]["content"]
+    assert [s["name"] for s in events.of("tool")] == ["document_search"]
 
 
 @pytest.mark.django_db
 def test_history_is_sent_with_a_second_question_without_old_citation_numbers(fake, conversation):
     first, _ = ask(conversation)
     fake.requests.clear()
-    ask(conversation, "Does it make hyperlinks?")
+    second = "How does the url package break lines?"
+    ask(conversation, second)
     messages = fake.streamed[0]["messages"]
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
     assert messages[1]["content"] == QUESTION
     assert messages[2]["content"] == first.content.replace(" [1]", "")
-    assert messages[3]["content"] == "Does it make hyperlinks?"
+    assert messages[3]["content"].endswith(f"\n\nQuestion: {second}")
 
 
 @pytest.mark.django_db
 def test_a_question_whose_answer_failed_is_left_out_of_the_history(fake, conversation):
     fake.script = [Status(401)]
-    failed, _ = ask(conversation, "A question that failed?")
+    failed, _ = ask(conversation, "What does the url package do with line breaks?")
     assert failed.status == Message.Status.ERROR
     fake.requests.clear()
     ask(conversation)
@@ -333,16 +438,18 @@ def test_tool_calls_with_another_users_note_reveal_nothing(fake, conversation, b
         Answer("The sources don't say."),
     ]
     message, events = ask(conversation)
-    results = [m["content"] for m in fake.streamed[1]["messages"] if m["role"] == "tool"]
-    assert results[0] == f"No note {secret.pk} in this notebook."
-    assert results[1] == f"No note {secret.pk} in this notebook."
     assert canary not in json.dumps(fake.bodies)
     assert canary not in json.dumps(message.retrieved)
-    assert [a["results"] for a in events.of("tool")][:2] == [0, 0]
+    if not strict(fake):
+        results = [m["content"] for m in fake.streamed[1]["messages"] if m["role"] == "tool"]
+        assert results[0] == f"No note {secret.pk} in this notebook."
+        assert results[1] == f"No note {secret.pk} in this notebook."
+        assert [a["results"] for a in events.of("tool")][2:4] == [0, 0]
 
 
 @pytest.mark.django_db
 def test_an_unknown_tool_or_bad_arguments_are_told_to_the_model(fake, conversation):
+    native_only(fake)
     fake.script = [
         [ToolCall("delete_everything", {}), ToolCall("document_search", "{not json")],
         Answer("The sources don't say."),
@@ -360,20 +467,25 @@ def test_an_unknown_tool_or_bad_arguments_are_told_to_the_model(fake, conversati
 @pytest.mark.django_db
 def test_the_tool_loop_is_bounded_then_forces_an_answer(fake, conversation, settings):
     settings.CHAT_MAX_TOOL_CALLS = 2
+    calls = iter(range(100))
 
     def respond(body: dict[str, Any]) -> Any:
         if not body.get("stream"):
             return fake.default_turn(body)
-        if body.get("tool_choice") == "none":
+        if body.get("tool_choice") == "none" or not body.get("tools"):
             return Answer("Enough searching: it breaks lines.")
-        return ToolCall("document_search", {"query": "again"})
+        return ToolCall("document_search", {"query": f"again {next(calls)}"})
 
     fake.respond = respond
     message, _ = ask(conversation)
     assert message.status == Message.Status.COMPLETE
     assert message.content == "Enough searching: it breaks lines."
-    assert len(message.tool_calls) == 2
-    assert [b.get("tool_choice") for b in fake.streamed] == [None, None, "none"]
+    if strict(fake):
+        assert len(message.tool_calls) == 2  # the searches made first; the model's broke
+        assert "tools" not in fake.streamed[-1]
+    else:
+        assert len(message.tool_calls) == 2 + 2
+        assert [b.get("tool_choice") for b in fake.streamed] == ["auto", "auto", "none"]
 
 
 @pytest.mark.django_db
@@ -383,11 +495,12 @@ def test_a_server_that_ignores_tool_choice_still_ends(fake, conversation, settin
     message, _ = ask(conversation)
     assert message.status == Message.Status.ERROR
     assert "gave no answer" in message.error
-    assert len(fake.streamed) == 3
+    assert len(fake.streamed) == (2 if strict(fake) else 3)
 
 
 @pytest.mark.django_db
 def test_text_before_a_tool_call_is_kept_apart_from_the_answer(fake, conversation):
+    native_only(fake)
     fake.script = [Answer("Let me look.", then_call=ToolCall("document_search", {"query": "url"}))]
     message, _ = ask(conversation)
     assert message.status == Message.Status.COMPLETE
@@ -406,7 +519,7 @@ def test_a_429_is_retried_and_then_succeeds(fake, conversation):
     fake.script = [Status(429)]
     message, _ = ask(conversation)
     assert message.status == Message.Status.COMPLETE
-    assert len(fake.streamed) == 3  # the 429, the retried tool turn, the answer
+    assert len(fake.streamed) == 2  # the 429, the retried answer
     assert message.citations
 
 
@@ -471,6 +584,152 @@ def test_a_server_that_hangs_times_out(fake, conversation, settings):
     assert "did not answer within" in message.error
 
 
+# --- What real servers do (the strict profile and single behaviours)
+
+
+@pytest.mark.django_db
+def test_an_answer_without_any_tool_call_or_citation_is_not_shown_as_a_normal_answer(
+    settings, conversation
+):
+    """A model that never calls tools and cites nothing (as the 270M model did on a real
+    server): the page says the answer is not backed by the sources; no confidence badge."""
+    forget_servers()
+    with fake_chat_server("strict") as server:
+        server.behaviours.add("never_calls_tools")
+        settings.CHAT_MODEL = "fake-model"
+        settings.OPENAI_BASE_URL = f"{server.url}/v1"
+        server.script = [Answer("The url package is a popular choice among typographers.")]
+        message, _ = ask(conversation)
+    forget_servers()
+    assert message.status == Message.Status.COMPLETE
+    assert message.citations == []
+    assert message.metadata["grounding"] == "unsourced"
+    assert message.confidence == ""
+    html = render_to_string("chat/_message.html", {"item": present(message)})
+    assert "Not backed by your sources" in html
+    assert "confidence" not in html.lower().split("not backed")[1]
+
+
+@pytest.mark.django_db
+def test_an_unanswerable_question_is_refused_by_the_evidence_rule_without_the_model(
+    fake, conversation
+):
+    message, events = ask(conversation, "How do I export MusicXML from the url package?")
+    assert fake.requests == []  # the model never wrote: nothing to echo, nothing to invent
+    assert message.metadata["grounding"] == "abstained"
+    assert message.metadata["abstained"] is True
+    assert "never mention “MusicXML”" in message.content
+    assert "searched documents for" in message.content
+    assert [e["name"] for e in events.of("tool")] == ["document_search", "note_search"]
+
+
+@pytest.mark.django_db
+def test_chat_template_tokens_never_reach_the_page(settings, conversation):
+    forget_servers()
+    with fake_chat_server("friendly") as server:
+        server.behaviours.add("special_tokens")
+        settings.CHAT_MODEL = "fake-model"
+        settings.OPENAI_BASE_URL = f"{server.url}/v1"
+        message, events = ask(conversation)
+    forget_servers()
+    streamed = "".join(d["text"] for d in events.of("token"))
+    assert streamed == message.content
+    assert message.content.startswith("The documents say: ")
+    assert "ignore the rules" not in message.content  # the run-on turn is dropped
+    assert message.citations
+
+
+@pytest.mark.django_db
+def test_echoed_prompt_lines_are_removed_from_the_saved_answer(fake, conversation):
+    def echo(body: dict[str, Any]) -> Any:
+        if not body.get("stream"):
+            return fake.default_turn(body)
+        rule = body["messages"][0]["content"].splitlines()[2]
+        answer = fake.default_turn(body)
+        return Answer(f"{rule}\n{answer.text}")
+
+    fake.respond = echo
+    message, _ = ask(conversation)
+    assert message.content.startswith("The documents say: ")
+    assert "Do not answer from memory" not in message.content
+    assert message.citations
+
+
+@pytest.mark.django_db
+def test_a_length_cut_off_is_shown_cut_short_with_retry(fake, conversation):
+    fake.behaviours.add("length")
+    message, _ = ask(conversation)
+    assert message.status == Message.Status.COMPLETE
+    assert message.metadata["cut_short"] is True
+    html = render_to_string("chat/_message.html", {"item": present(message)})
+    assert 'data-testid="cut-short"' in html
+    assert "Retry" in html
+    retried = message_retry(message=message)
+    assert retried.status == Message.Status.PENDING
+
+
+@pytest.mark.django_db
+def test_dropped_tool_messages_are_passed_back_as_user_text(fake, conversation):
+    native_only(fake)
+    fake.behaviours.add("drops_tool_messages")
+
+    def model(body: dict[str, Any]) -> Any:
+        if not body.get("stream"):  # quote the first source the answer cites
+            shown = sources_in(body["messages"][-1]["content"])
+            n = min(shown)
+            quote = {"n": n, "quote": first_sentence(shown[n])}
+            return Metadata(
+                {"confidence": "high", "follow_ups": [], "answerable": True, "citations": [quote]}
+            )
+        results = [m for m in body["messages"] if m["role"] == "user" and
+                   m["content"].startswith("Results of your searches")]  # fmt: skip
+        if results:
+            found = sources_in(results[-1]["content"])
+            n = min(found)
+            return Answer(f"Found: {first_sentence(found[n])} [{n}]")
+        if body.get("tool_choice") == "none":
+            return Answer("Nothing more.")
+        return ToolCall("document_search", {"query": "line breaks in URLs", "limit": 10})
+
+    fake.respond = model
+    message, _ = ask(conversation)
+    # The model asked for the same search twice (it never saw the results): once noticed,
+    # the results went back as a user message, and it answered from them.
+    assert any("Results of your searches" in json.dumps(b) for b in fake.streamed)
+    assert message.metadata["grounding"] == "cited"
+    fake.requests.clear()
+    ask(conversation, "How does the url package break lines?")
+    assert not any(m["role"] == "tool" for b in fake.streamed for m in b["messages"])
+
+
+@pytest.mark.django_db
+def test_junk_tool_arguments_are_answered_and_the_answer_still_cited(fake, conversation):
+    fake.behaviours.add("junk_tool_calls")
+    message, _ = ask(conversation)
+    assert message.status == Message.Status.COMPLETE
+    assert message.metadata["grounding"] == "cited"
+    if not strict(fake):
+        result = next(m for b in fake.streamed for m in b["messages"] if m["role"] == "tool")
+        assert result["content"].startswith("Invalid arguments for document_search")
+
+
+def test_tool_arguments_fit_the_chat_scope_and_limits_are_clamped(alice, note):
+    from chat.tools import ToolContext, tools_for
+    from chat.tools.builtin import DocumentSearchArgs, NoteDocumentSearchArgs
+
+    notebook_chat = ToolContext(user=alice, notebook=note.notebook)
+    note_chat = ToolContext(user=alice, notebook=note.notebook, note=note)
+    [tool] = [t for t in tools_for(note_chat) if t.name == "document_search"]
+    assert tool.arguments(note_chat) is NoteDocumentSearchArgs
+    assert tool.arguments(notebook_chat) is DocumentSearchArgs
+    assert NoteDocumentSearchArgs.model_validate({"query": "x", "limit": 99}).limit == 10
+    assert NoteDocumentSearchArgs.model_validate({"query": "x", "limit": "0"}).limit == 1
+    assert NoteDocumentSearchArgs.model_validate({"query": "x", "limit": "lots"}).limit == 5
+    # a note_id invented in a note chat is ignored, not an error
+    result = tool.run(note_chat, '{"query": "line breaks", "note_id": 424242, "limit": 50}')
+    assert not result.content.startswith(("Invalid", "No note"))
+
+
 # --- The context budget
 
 
@@ -479,11 +738,11 @@ def test_the_budget_drops_the_oldest_history_first(fake, conversation, settings)
     huge = "Verbose " * 2500
     fake.script = [ToolCall("document_search", {"query": "url"}), Answer(huge, 400)]
     first, _ = ask(conversation)
-    assert first.content == huge
+    assert first.content == huge.strip()
     settings.CHAT_CONTEXT_TOKENS = 2048
     settings.CHAT_MAX_ANSWER_TOKENS = 256
     fake.requests.clear()
-    message, _ = ask(conversation, "Short question?")
+    message, _ = ask(conversation, "What does the url package do, briefly?")
     assert message.status == Message.Status.COMPLETE
     for body in fake.streamed:
         assert body["max_tokens"] == 256
@@ -493,17 +752,17 @@ def test_the_budget_drops_the_oldest_history_first(fake, conversation, settings)
 
 
 @pytest.mark.django_db
-def test_the_budget_cuts_the_longest_tool_results(fake, conversation, settings):
-    settings.CHAT_CONTEXT_TOKENS = 1536
+def test_the_budget_cuts_the_longest_source_blocks(fake, conversation, settings):
+    settings.CHAT_CONTEXT_TOKENS = 2048
     settings.CHAT_MAX_ANSWER_TOKENS = 256
     fake.script = [ToolCall("document_search", {"query": "url command package", "limit": 10})]
     message, _ = ask(conversation)
     assert message.status == Message.Status.COMPLETE
-    second = fake.streamed[1]
-    [result] = [m["content"] for m in second["messages"] if m["role"] == "tool"]
-    assert result.startswith('<source id="1"')
-    assert result.endswith("[… cut to fit the model's context]")
-    assert prompt_tokens(second) <= 1536 - 256
+    for body in fake.streamed:
+        assert prompt_tokens(body) <= 2048 - 256
+    cut = [m for m in fake.streamed[0]["messages"] if "[… cut to fit" in (m["content"] or "")]
+    assert cut
+    assert cut[0]["content"].endswith(f"\n\nQuestion: {QUESTION}")  # the question is kept
     assert message.citations  # what survived the cut is still quoted and verified
 
 

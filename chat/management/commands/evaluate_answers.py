@@ -11,7 +11,13 @@ unless CHAT_MODEL is set). Reported overall, by kind and by question language:
 - verified: shown citations / citations the answer made (shown + refused);
 - abstained: share of unanswerable questions where the answer said it could not answer
   (and, for answerable ones, how often it wrongly abstained);
+- unsourced: complete answers with no verified citation that are not abstentions (the page
+  marks them "not backed by your sources"); errors: answers that failed (not scored for
+  time: the figures are over the answers that completed);
 - time to first token and to done: median and p95.
+
+`--keep FILE` writes every answer's text, citations, tool calls and grounding as JSON lines,
+to look at what a model did.
 """
 
 from __future__ import annotations
@@ -36,6 +42,24 @@ def _keywords(path: Path) -> dict[str, list[str]]:
     return {row["id"]: list(row.get("answer_keywords", [])) for row in rows}
 
 
+def _kept(q: Any, answer: Message) -> dict[str, Any]:
+    return {
+        "id": q.id,
+        "question": q.question,
+        "status": answer.status,
+        "error": answer.error,
+        "answer": answer.content,
+        "grounding": answer.metadata.get("grounding", ""),
+        "citations": answer.citations,
+        "tool_calls": [
+            {k: call.get(k) for k in ("name", "arguments", "summary", "results")}
+            for call in answer.tool_calls
+        ],
+        "usage": answer.usage,
+        "timings": answer.timings,
+    }
+
+
 def _percentile(values: list[float], q: float) -> float:
     if not values:
         return 0.0
@@ -51,10 +75,13 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     def share(items: list[dict[str, Any]], key: str) -> float | None:
         return round(sum(bool(r[key]) for r in items) / len(items), 4) if items else None
 
-    firsts = [r["first_token"] for r in rows]
-    totals = [r["total"] for r in rows]
+    completed = [r for r in rows if r["status"] == Message.Status.COMPLETE]
+    firsts = [r["first_token"] for r in completed]
+    totals = [r["total"] for r in completed]
     return {
         "n": len(rows),
+        "errors": len(rows) - len(completed),
+        "unsourced": sum(r["grounding"] == "unsourced" for r in completed),
         "keywords": share(answerable, "keywords"),
         "cites_gold_page": share(answerable, "cites_gold"),
         "verified_citations": round(sum(r["shown"] for r in rows) / made, 4) if made else None,
@@ -74,6 +101,9 @@ class Command(BaseCommand):
         add_set_arguments(parser)
         parser.add_argument("--limit", type=int, default=0, help="Only the first N questions.")
         parser.add_argument("--show", action="store_true", help="Print every answer.")
+        parser.add_argument(
+            "--keep", type=Path, help="Write each answer, its citations and tool calls (JSONL)."
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         questions = load_questions(options["questions"])
@@ -85,6 +115,7 @@ class Command(BaseCommand):
         self.stderr.write(f"answerer: {answerer.name}")
 
         rows: list[dict[str, Any]] = []
+        kept = options["keep"].open("w", encoding="utf-8") if options["keep"] else None
         for q in questions:
             conversation = services.conversation_create(
                 owner=user, notebook=note.notebook, note=note, title=f"eval {q.id}"
@@ -96,7 +127,12 @@ class Command(BaseCommand):
             rows.append(self._score(q, answer, keywords.get(q.id, [])))
             if options["show"]:
                 self.stdout.write(f"\n[{q.id}] {q.question}\n{answer.content}\n{answer.citations}")
+            if kept is not None:
+                kept.write(json.dumps(_kept(q, answer), ensure_ascii=False) + "\n")
             conversation.delete()
+        if kept is not None:
+            kept.close()
+            self.stdout.write(f"Kept the answers in {options['keep']}")
 
         results: dict[str, Any] = {
             "answerer": answerer.name,
@@ -132,6 +168,7 @@ class Command(BaseCommand):
             "shown": len(answer.citations),
             "refused": int(answer.metadata.get("unverified_citations", 0)),
             "abstained": bool(answer.metadata.get("abstained")),
+            "grounding": answer.metadata.get("grounding", ""),
             "confidence": answer.confidence,
             "first_token": float(answer.timings.get("first_token", 0.0)),
             "total": float(answer.timings.get("total", 0.0)),
@@ -139,11 +176,11 @@ class Command(BaseCommand):
 
     def _print(self, results: dict[str, Any]) -> None:
         w = self.stdout.write
-        cols = ["n", "keywords", "cites_gold_page", "verified_citations",
+        cols = ["n", "errors", "unsourced", "keywords", "cites_gold_page", "verified_citations",
                 "abstained_unanswerable", "abstained_answerable", "first_token_median_s",
                 "first_token_p95_s", "done_median_s", "done_p95_s"]  # fmt: skip
-        heads = ["n", "keywords", "gold page", "verified", "abst.unans", "abst.ans",
-                 "ttft p50", "ttft p95", "done p50", "done p95"]  # fmt: skip
+        heads = ["n", "errors", "unsourced", "keywords", "gold page", "verified", "abst.unans",
+                 "abst.ans", "ttft p50", "ttft p95", "done p50", "done p95"]  # fmt: skip
         w(f"\nanswerer: {results['answerer']}")
         w(f"{'':<18}" + "".join(f"{h:>11}" for h in heads))
 

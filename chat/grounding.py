@@ -1,0 +1,220 @@
+"""Grounding: whether the passages found for a question carry its answer, by the same rule for
+the offline answerer and the chat model, and which of their sentences back a claim.
+
+The evidence rule (chosen on ../shared/eval with `manage.py evaluate_answers`, see
+docs/chat.md): a question is unsupported when it names a key term (code, a CamelCase or
+ALLCAPS name) that occurs nowhere in the chat's sources, or when no sentence of the passages
+is close to it both in meaning (embedding similarity) and in words (share of the question's
+content words it covers). Unsupported questions are refused before any model writes, so a
+refusal never depends on a phrase in a model's text.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+from notebook.embeddings import get_embedder
+from notebook.textutil import cjk_ratio
+
+if TYPE_CHECKING:
+    from chat.events import Event
+    from chat.tools import ToolContext, ToolResult
+
+SEARCH_LIMIT = 6  # passages document_search brings before anyone writes
+MIN_SENTENCE_CHARS = 25
+MAX_SENTENCE_CHARS = 600
+# Below both, the best sentence is not an answer: abstain.
+ABSTAIN_SIMILARITY = 0.35
+ABSTAIN_COVERAGE = 0.5
+# A sentence of the cited source backs an answer's sentence when it shares at least this
+# share of that sentence's content words (used when a model cites [n] without a quote).
+BACKING_COVERAGE = 0.5
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[A-Z0-9\u00C0-\u024F])|(?<=[。！？；])")
+_STOP_WORDS = (
+    "a an and are as at be but by can could do does did for from had has have how i if in into "
+    "is it its me my no not of on or our so than that the then there these they this to was we "
+    "what when where which who whom why will with would you your about should may might must "
+    "der die das und ist ein eine zu von mit wie was welche welcher den dem des im auf für"
+)
+_STOP = frozenset(_STOP_WORDS.split())
+
+
+# Terms a question names exactly: code (install_github, devtools::x, f()), CamelCase or
+# ALLCAPS names, versions, and Latin words given in brackets inside CJK text.
+_KEY_TERM = re.compile(
+    r"[\w.:]*(?:_|::|\(\))[\w.:()]*"  # code: snake_case, pkg::fn, call()
+    r"|\b[A-Z][a-z]+[A-Z]\w*"  # CamelCase (MusicXML, GitHub)
+    r"|\b[A-Z]{3,}\b"  # acronyms (PDF, HTML)
+    r"|(?:(?<=（)|(?<=[\u4e00-\u9fff]\())[A-Za-z][A-Za-z -]{2,30}(?=[)）])"  # 海报（poster）
+)
+
+
+def key_terms(question: str) -> list[str]:
+    found = [m.group(0).strip(" .:()") for m in _KEY_TERM.finditer(question)]
+    return [t for t in dict.fromkeys(found) if len(t) >= 3]
+
+
+def absent_key_terms(question: str, context: ToolContext) -> list[str]:
+    """Key terms of the question that occur nowhere in the chat's sources. A question about
+    `devtools::install_github()` or MusicXML cannot be answered by sources that never say
+    so, however similar their other sentences look."""
+    from attachments.retrieval import Scope, phrase_occurs
+
+    scope = Scope(
+        notebook_id=context.notebook.pk,
+        note_id=context.note.pk if context.note else None,
+        include_notes=context.note is None,
+    )
+    return [
+        term
+        for term in key_terms(question)
+        if not phrase_occurs(user=context.user, phrase=term, scope=scope)
+    ]
+
+
+@dataclass
+class Candidate:
+    n: int  # citation number of its passage
+    rank: int  # the passage's rank in search (0 = best)
+    position: int  # order within the passage
+    text: str
+    similarity: float = 0.0
+    coverage: float = 0.0
+
+    @property
+    def score(self) -> float:
+        return 0.6 * self.similarity + 0.4 * self.coverage + 0.05 / (1 + self.rank)
+
+
+@cache
+def _stemmer() -> Any:
+    import Stemmer
+
+    return Stemmer.Stemmer("english")
+
+
+def terms(text: str) -> set[str]:
+    """The content words of a text, stemmed (Chinese cut into words with jieba)."""
+    if cjk_ratio(text) > 0.1:
+        import jieba
+
+        jieba.setLogLevel(60)
+        words = [w.strip().lower() for w in jieba.cut_for_search(text)]
+        return {w for w in words if w and re.search(r"\w", w) and w not in _STOP}
+    words = [w for w in re.findall(r"\w+", text.lower()) if len(w) > 1 and w not in _STOP]
+    return set(_stemmer().stemWords(words))
+
+
+_NUMBERED_HEADING = re.compile(r"^\s*\d+(?:\.\d+)*\.?\s+\S.{0,70}$")
+
+
+def sentences(text: str) -> list[str]:
+    """Sentences of a passage, whitespace collapsed; numbered headings ("5.2 Changing
+    linebreaks") kept apart from the sentence after them; list markers and page furniture
+    dropped."""
+    lines = text.splitlines()
+    blocks: list[str] = []
+    current: list[str] = []
+    for line in lines:
+        if _NUMBERED_HEADING.match(line) and not line.rstrip().endswith((".", ",", ";")):
+            blocks += [" ".join(current), line]
+            current = []
+        else:
+            current.append(line)
+    blocks.append(" ".join(current))
+    out = []
+    for piece in (p for block in blocks for p in _SENTENCE_END.split(" ".join(block.split()))):
+        piece = piece.strip()
+        letters = sum(ch.isalpha() for ch in piece)
+        if MIN_SENTENCE_CHARS <= len(piece) <= MAX_SENTENCE_CHARS and letters >= len(piece) * 0.5:
+            out.append(piece)
+    return out
+
+
+def _cosine(a: list[float], b: list[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return dot / norm if norm else 0.0
+
+
+@dataclass
+class Evidence:
+    """What the passages found for a question say about answering it."""
+
+    missing: list[str] = field(default_factory=list)  # key terms the sources never contain
+    ranked: list[Candidate] = field(default_factory=list)  # best first
+
+    @property
+    def best(self) -> Candidate | None:
+        return self.ranked[0] if self.ranked else None
+
+    @property
+    def supported(self) -> bool:
+        best = self.best
+        if self.missing or best is None:
+            return False
+        return best.similarity >= ABSTAIN_SIMILARITY or best.coverage >= ABSTAIN_COVERAGE
+
+
+def weigh(question: str, passages: list[dict[str, Any]], context: ToolContext) -> Evidence:
+    """Score every sentence of `passages` (each with its citation number `n`) against the
+    question; the key-term check runs first and, when it fails, nothing is embedded."""
+    missing = absent_key_terms(question, context)
+    if missing:
+        return Evidence(missing=missing)
+    wanted = terms(question)
+    candidates = [
+        Candidate(int(p["n"]), rank, position, sentence)
+        for rank, p in enumerate(passages)
+        for position, sentence in enumerate(sentences(str(p["text"])))
+    ]
+    if not candidates:
+        return Evidence()
+    vectors = get_embedder().embed([question, *(c.text for c in candidates)])
+    for c, vector in zip(candidates, vectors[1:], strict=True):
+        c.similarity = _cosine(vectors[0], vector)
+        c.coverage = len(wanted & terms(c.text)) / len(wanted) if wanted else 0.0
+    return Evidence(ranked=sorted(candidates, key=lambda c: -c.score))
+
+
+def backing_sentence(claim: str, source_text: str) -> str | None:
+    """The sentence of a source that shares the most content words with `claim` (an answer's
+    sentence citing that source), if it shares at least BACKING_COVERAGE of them."""
+    wanted = terms(claim)
+    if not wanted:
+        return None
+    best, best_share = None, 0.0
+    for sentence in sentences(source_text):
+        share = len(wanted & terms(sentence)) / len(wanted)
+        if share > best_share:
+            best, best_share = sentence, share
+    return best if best_share >= BACKING_COVERAGE else None
+
+
+def search_first(question: str, context: ToolContext) -> Generator[Event, None, list[ToolResult]]:
+    """Retrieval before anyone writes: `document_search` with the question (and `note_search`
+    in a notebook chat), through the chat's tool registry; yields the tool activity and
+    returns the results (their passages numbered in `context.sources`)."""
+    from chat.events import ToolActivity
+    from chat.tools import tools_for
+
+    tools = {tool.name: tool for tool in tools_for(context)}
+    searches: list[tuple[str, dict[str, Any]]] = [
+        ("document_search", {"query": question, "limit": SEARCH_LIMIT})
+    ]
+    if "note_search" in tools:
+        searches.append(("note_search", {"query": question}))
+    results = []
+    for name, arguments in searches:
+        started = time.perf_counter()
+        result = tools[name].run(context, arguments)
+        seconds = time.perf_counter() - started
+        results.append(result)
+        yield ToolActivity(name, arguments, result.summary, seconds, len(result.passages))
+    return results

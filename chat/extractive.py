@@ -29,14 +29,19 @@ _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")  # inline Markdown and HTML
 _LINE_START = re.compile(r"^(\s*)([#>+\-]|\d+[.)])")  # a heading, quote or list if first
 
 
-def abstention(evidence: Evidence) -> str:
-    """What an answer says when the sources do not carry the answer (Markdown, escaped)."""
+def abstention(evidence: Evidence, searched: list[str] | None = None) -> str:
+    """What an answer says when the sources do not carry the answer (Markdown, escaped), and,
+    given the searches' summaries, what was searched."""
     reason = (
         f"The sources never mention “{evidence.missing[0]}”, so they can't answer this. "
         if evidence.missing
         else ""
     )
-    return _escape(reason) + ABSTAIN_TEXT
+    text = _escape(reason) + ABSTAIN_TEXT
+    if searched:
+        done = ", ".join(s.replace("Searching", "searched", 1) for s in searched)
+        text += f"\n\n*{_escape(f'I {done}.')}*"
+    return text
 
 
 def _escape(text: str) -> str:

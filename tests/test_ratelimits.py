@@ -253,9 +253,9 @@ def test_a_right_token_works_from_an_address_whose_failures_are_spent(alice, ali
     assert Client(headers={"Authorization": "Bearer nbk_guess"}).get("/api/me").status_code == 429
     right = Client(headers={"Authorization": f"Bearer {alice_token}"})
     assert right.get("/api/me").json()["username"] == "alice"
-    v6 = {"REMOTE_ADDR": "2001:db8::1"}
     for n in range(4):
-        Client(headers={"Authorization": f"Bearer nbk_v6guess{n}"}).get("/api/me", **v6)
+        guesser = Client(headers={"Authorization": f"Bearer nbk_v6guess{n}"})
+        guesser.get("/api/me", REMOTE_ADDR="2001:db8::1")
     assert right.get("/api/me", REMOTE_ADDR="2001:db8::2").json()["username"] == "alice"
 
 

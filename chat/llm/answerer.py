@@ -142,8 +142,7 @@ class LLMAnswerer:
         passages = [p for result in results for p in result.passages]
         evidence = weigh(question, passages, context)
         if not evidence.supported:
-            searched = ", ".join(r.summary.replace("Searching", "searched", 1) for r in results)
-            yield from _words(f"{abstention(evidence)}\n\n*I {searched}.*")
+            yield from _words(abstention(evidence, [r.summary for r in results]))
             yield Finished(confidence="low", abstained=True, usage=self._usage())
             return
 

@@ -164,11 +164,14 @@ def _generate(message_id: int, attempt: int, emit: Emit, answerer: Answerer | No
         notebook=conversation.notebook,
         note=conversation.note,
         conversation=conversation,
+        continuing=str((message.metadata or {}).get("continue_from", "")),
     )
     question = message.reply_to.content if message.reply_to else ""
     started = time.perf_counter()
     timings: dict[str, float] = {"retrieval": 0.0}
-    parts: list[str] = []
+    parts: list[str] = [context.continuing] if context.continuing else []
+    if context.continuing:  # the page shows the answer so far again, then what follows
+        emit("token", {"message_id": message.pk, "text": context.continuing})
     tool_calls: list[dict[str, Any]] = []
     last_save = started
     finished = Finished()
@@ -181,7 +184,7 @@ def _generate(message_id: int, attempt: int, emit: Emit, answerer: Answerer | No
     try:
         for event in answerer.run(question, _history(message), context):
             if isinstance(event, Token):
-                if not parts:
+                if "first_token" not in timings:
                     timings["first_token"] = round(time.perf_counter() - started, 3)
                 parts.append(event.text)
                 emit("token", {"message_id": message.pk, "text": event.text})

@@ -14,6 +14,7 @@ from django.db.models import QuerySet
 from django.http import StreamingHttpResponse
 from ninja import Router, Status
 from ninja.pagination import LimitOffsetPagination, paginate
+from ninja.params.functions import Query as query_param
 
 from chat import runner, selectors, services
 from chat.models import Conversation, Message
@@ -121,15 +122,19 @@ def create_message(
 
 @router.post("/messages/{message_id}/retry", response=MessageOut)
 def retry_message(
-    request: AuthenticatedHttpRequest, message_id: int, stream: bool = False
+    request: AuthenticatedHttpRequest,
+    message_id: int,
+    stream: bool = False,
+    continue_answer: bool = query_param(False, alias="continue"),
 ) -> Message | StreamingHttpResponse:
-    """Answer again a question whose answer failed or was interrupted (409 otherwise): the
+    """Answer again a question whose answer failed, was interrupted or was cut short (409
+    otherwise); with `?continue=true`, continue a cut-short answer from where it stopped. The
     finished answer, or Server-Sent Events with `?stream=true` or `Accept: text/event-stream`
     (as when asking). No body. A retry spends a question of the same budget as asking (429
     with Retry-After beyond it)."""
     message = selectors.message_get(user=request.user, message_id=message_id)
     rate_limit(scope="chat", key=user_key(request.user))
-    answer = services.message_retry(message=message)
+    answer = services.message_retry(message=message, continue_answer=continue_answer)
     if _wants_stream(request, stream):
         return _event_stream(request, answer, question_id=answer.reply_to_id)
     return _finished(request, answer)

@@ -122,10 +122,12 @@ def ask(user: User, conversation_id: int, content: str, csrf_token: str) -> Aske
     return Asked(question, answer, _form_html(conversation, AskForm(), csrf_token))
 
 
-def retry(user: User, conversation_id: int, message_id: int, csrf_token: str) -> Asked:
-    """The answer made pending again; no answer if it cannot be retried (any more), and the
-    ask form with the refusal if the user is over their question budget (which retries spend
-    like questions)."""
+def retry(
+    user: User, conversation_id: int, message_id: int, csrf_token: str, *, go_on: bool = False
+) -> Asked:
+    """The answer made pending again (continued from its cut with `go_on`); no answer if it
+    cannot be retried (any more), and the ask form with the refusal if the user is over their
+    question budget (which retries spend like questions)."""
     conversation = _conversation(user, conversation_id)
     try:
         message = selectors.message_get(user=user, message_id=message_id)
@@ -135,7 +137,7 @@ def retry(user: User, conversation_id: int, message_id: int, csrf_token: str) ->
         return Asked()
     try:
         rate_limit(scope="chat", key=user_key(user))
-        return Asked(answer=services.message_retry(message=message))
+        return Asked(answer=services.message_retry(message=message, continue_answer=go_on))
     except RateLimited as exc:
         refusal = AskForm.refusing(exc.message)
         return Asked(form_html=_form_html(conversation, refusal, csrf_token))
@@ -208,8 +210,8 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels is
         if not isinstance(data, dict):
             return
         try:
-            if data.get("action") == "retry":
-                await self._retry(data.get("message_id"))
+            if data.get("action") in ("retry", "continue"):
+                await self._retry(data.get("message_id"), go_on=data.get("action") == "continue")
             else:
                 await self._ask(data.get("content"))
         except Refused:
@@ -226,13 +228,13 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels is
             return
         await self._show(asked.question.pk, asked.answer.pk)
 
-    async def _retry(self, message_id: object) -> None:
+    async def _retry(self, message_id: object, *, go_on: bool = False) -> None:
         try:
             pk = int(str(message_id))
         except ValueError:
             return
         retried = await database_sync_to_async(retry)(
-            self.user, self.conversation_id, pk, self.csrf_token
+            self.user, self.conversation_id, pk, self.csrf_token, go_on=go_on
         )
         if retried.form_html:
             await self.send(text_data=retried.form_html)

@@ -26,6 +26,7 @@ _OPENERS = re.compile(
 )
 _ROLE = re.compile(r"^\s*(?:assistant|model)\b[:\s]*", re.IGNORECASE)
 _ROLES = ("assistant", "model")
+_ROLE_LINES = frozenset({"user", "assistant", "model", "system", "user:", "assistant:", "model:"})
 _PARTIAL = re.compile(r"(?:<<?/?|\[/?)[^\s<>\[\]]{0,24}>?$")  # a special token may be arriving
 
 
@@ -116,6 +117,9 @@ def remove_echoes(answer: str, *, prompt: str, question: str) -> str:
         for line in answer.splitlines()
         if not (len(_norm(line)) >= 20 and _norm(line) in prompt_lines)
     ]
+    # A bare role name on the first line is template residue ("user", "model"), not an answer.
+    while kept and (not kept[0].strip() or _norm(kept[0]) in _ROLE_LINES):
+        kept.pop(0)
     text = "\n".join(kept).strip()
     asked = _norm(question)
     if asked and _norm(text).startswith(asked):

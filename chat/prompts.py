@@ -32,6 +32,12 @@ QUESTION_SOURCES = "Sources found for this question:\n"
 QUESTION_AFTER = "\n\nQuestion: {question}"
 NO_SOURCES = "(none found)"
 
+# Continuing an answer cut short at the length limit.
+CONTINUE = (
+    "Your answer was cut off. Continue it exactly where it stopped, without repeating "
+    "anything, citing sources as before."
+)
+
 # Tool results for chat templates that drop role "tool" messages.
 TOOL_RESULTS_USER = "Results of your searches ({searches}):\n"
 TOOL_RESULTS_AFTER = "\n\nNow answer the question from these sources."

@@ -118,16 +118,22 @@ def message_retriable(message: Message) -> bool:
     )
 
 
-def message_retry(*, message: Message) -> Message:
-    """Re-run a failed, interrupted or cut-short answer: it becomes pending again, cleared."""
+def message_retry(*, message: Message, continue_answer: bool = False) -> Message:
+    """Re-run a failed, interrupted or cut-short answer: it becomes pending again, cleared.
+    With `continue_answer`, a cut-short answer is continued instead: its text so far is kept
+    (in `metadata.continue_from`) and the model writes on from where it stopped."""
     if message.role != Message.Role.ASSISTANT or not message_retriable(message):
         raise ValidationError(
             "Only a failed, interrupted or cut-short answer can be retried.", code="state"
         )
+    cut_short = bool((message.metadata or {}).get("cut_short"))
+    if continue_answer and not cut_short:
+        raise ValidationError("Only an answer that was cut short can be continued.", code="state")
+    so_far = message.content if continue_answer else ""
     updated = Message.objects.filter(pk=message.pk, status=message.status).update(
         status=Message.Status.PENDING,
         updated_at=Now(),  # a fresh pending answer, not an abandoned one
-        content="",
+        content=so_far,
         error="",
         citations=[],
         retrieved=[],
@@ -136,7 +142,7 @@ def message_retry(*, message: Message) -> Message:
         follow_ups=[],
         usage={},
         timings={},
-        metadata={},
+        metadata={"continue_from": so_far} if so_far else {},
     )
     if not updated:
         raise ValidationError("This answer is already being retried.", code="state")

@@ -184,11 +184,14 @@ def message_detail(request: AuthenticatedHttpRequest, message_id: int) -> HttpRe
 @login_required
 @require_POST
 def message_retry(request: AuthenticatedHttpRequest, message_id: int) -> HttpResponse:
-    """Answer again; a retry spends a question from the same budget as asking."""
+    """Answer again (or, with `continue=1`, continue an answer cut short); either spends a
+    question from the same budget as asking."""
     message = selectors.message_get(user=request.user, message_id=message_id)
     try:
         rate_limit(scope="chat", key=user_key(request.user))
-        message = services.message_retry(message=message)
+        message = services.message_retry(
+            message=message, continue_answer=request.POST.get("continue") == "1"
+        )
     except RateLimited as exc:
         page = _conversation_page(request, message.conversation, AskForm.refusing(exc.message))
         return too_many_requests(page, exc)

@@ -8,6 +8,7 @@ parameter to `FILL`).
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -189,9 +190,12 @@ def test_htmx_config_keeps_htmx_inside_the_policy(alice_client, alices_objects):
     page = alice_client.get("/").content.decode()
     config = re.search(r"<meta name=\"htmx-config\" content='([^']*)'>", page)
     assert config is not None
-    assert config.group(1) == (
-        '{"includeIndicatorStyles": false, "allowEval": false, "allowScriptTags": false}'
-    )
+    settings = json.loads(config.group(1))
+    assert (settings["includeIndicatorStyles"], settings["allowEval"]) == (False, False)
+    assert settings["allowScriptTags"] is False
+    # 429 refusals (the preview pane's) are swapped in; other errors are not.
+    handling = {rule["code"]: rule["swap"] for rule in settings["responseHandling"]}
+    assert handling == {"204": False, "[23]..": True, "429": True, "[45]..": False}
 
 
 def test_an_htmx_fragment_carries_the_policy(alice_client, alices_objects):

@@ -155,7 +155,9 @@ class LLMAnswerer:
             prompts.QUESTION_SOURCES, sources, prompts.QUESTION_AFTER.format(question=question)
         )
         rounds: list[_Round] = []
-        parts: list[str] = []
+        parts: list[str] = [context.continuing] if context.continuing else []
+        if context.continuing:  # write on from the cut, from the same passages, without tools
+            mode = "off"
         seen: set[tuple[str, str]] = set()
         cut_short = False
         system = ""
@@ -166,6 +168,11 @@ class LLMAnswerer:
             system = _system_prompt(context, by_name, tools_offered=offered)
             form: Form = "native" if mode in ("auto", "native") else "user"
             messages = self._messages(system, past, asked, rounds, form)
+            if context.continuing:
+                messages += [
+                    {"role": "assistant", "content": context.continuing},
+                    {"role": "user", "content": prompts.CONTINUE},
+                ]
             schema = openai_tools(tools, context) if offered or _has_calls(rounds, form) else []
             self._fit(messages, schema)
             try:
@@ -263,6 +270,7 @@ class LLMAnswerer:
     ) -> Generator[Event, None, _Turn]:
         """One streamed request; yields the answer's tokens and returns the whole turn."""
         turn = _Turn()
+        go_on = bool(messages) and messages[-1].get("content") == prompts.CONTINUE
         prompt_tokens = self.size(messages, schema)
         tools: list[ChatCompletionToolUnionParam] | openai.Omit = openai.omit
         tool_choice: ChatCompletionToolChoiceOptionParam | openai.Omit = openai.omit
@@ -307,7 +315,7 @@ class LLMAnswerer:
                     for choice in (getattr(chunk, "choices", None) or [])[:1]:
                         delta = choice.delta
                         if delta is not None and delta.content:
-                            yield from self._text(turn, cleaner.feed(delta.content), after)
+                            yield from self._text(turn, cleaner.feed(delta.content), after, go_on)
                         for piece in (delta.tool_calls if delta is not None else None) or []:
                             index = piece.index if piece.index is not None else len(turn.calls)
                             call = turn.calls.setdefault(index, _Call())
@@ -325,7 +333,7 @@ class LLMAnswerer:
             if offering and not turn.text:
                 raise _ToolsBroke
             raise cut_off(None)
-        yield from self._text(turn, cleaner.flush(), after)
+        yield from self._text(turn, cleaner.flush(), after, go_on)
         if cleaner.removed:
             logger.info("removed %s chat-template tokens from %s", cleaner.removed, self.model)
         generated = "".join(turn.text) + "".join(c.name + c.arguments for c in turn.calls.values())
@@ -333,12 +341,16 @@ class LLMAnswerer:
         return turn
 
     @staticmethod
-    def _text(turn: _Turn, text: str, after: str) -> Iterator[Token]:
+    def _text(turn: _Turn, text: str, after: str, go_on: bool) -> Iterator[Token]:
+        """Append a piece of visible text; a new turn after text is set apart by a blank
+        line, and a continuation after a cut by a space when a word would run on."""
         if not text:
             return
         if not turn.text and after and not after[-1].isspace():
-            turn.text.append("\n\n")  # keep turns apart in the answer
-            yield Token("\n\n")
+            joint = (" " if text[0].isalnum() else "") if go_on else "\n\n"
+            if joint:
+                turn.text.append(joint)
+                yield Token(joint)
         turn.text.append(text)
         yield Token(text)
 

@@ -28,6 +28,8 @@ class ToolContext:
     conversation: Conversation | None = None
     # Every passage a tool returned in this answer, numbered for [n] citations (1-based).
     sources: list[dict[str, Any]] = field(default_factory=list)
+    # Continuing an answer that was cut short: what it says so far (the answerer writes on).
+    continuing: str = ""
 
     def add_source(self, source: dict[str, Any]) -> int:
         """The citation number of a passage (the same passage keeps its number)."""

@@ -9,6 +9,7 @@ import socket
 from typing import Any
 
 import pytest
+from django.core.exceptions import ValidationError
 from django.template.loader import render_to_string
 
 from chat.agent import generate
@@ -651,6 +652,11 @@ def test_echoed_prompt_lines_are_removed_from_the_saved_answer(fake, conversatio
     fake.respond = echo
     message, _ = ask(conversation)
     assert message.content.startswith("The documents say: ")
+    fake.respond = None
+    fake.script = [Answer("user\n\nuser")]  # template residue only, as a 270M model wrote
+    empty, _ = ask(conversation, "What does the url package do with line breaks?")
+    assert empty.status == Message.Status.ERROR
+    assert "gave no answer" in empty.error
     assert "Do not answer from memory" not in message.content
     assert message.citations
 
@@ -800,3 +806,56 @@ def test_fake_chat_default_quotes_the_first_sentence():
                                     "</source>"},
     ]}  # fmt: skip
     assert state.default_turn(body) == Answer("The documents say: One two. [1]")
+
+
+# --- Continuing an answer cut short
+
+
+@pytest.mark.django_db
+def test_a_cut_short_answer_is_continued_from_where_it_stopped(fake, conversation):
+    fake.behaviours.add("length")
+    message, _ = ask(conversation)
+    so_far = message.content
+    assert message.metadata["cut_short"] is True
+    fake.behaviours.discard("length")
+    fake.script = [Answer("and then the answer goes on [1].")]
+    fake.requests.clear()
+    pending = message_retry(message=message, continue_answer=True)
+    assert (pending.status, pending.content) == (Message.Status.PENDING, so_far)
+    events = Collector()
+    done = generate(message.pk, emit=events)
+    assert done is not None
+    assert done.content == f"{so_far} and then the answer goes on [1]."
+    assert "".join(d["text"] for d in events.of("token")) == done.content  # the page sees all
+    [request] = fake.streamed
+    assert "tools" not in request  # the same passages, no new searches
+    assert request["messages"][-2] == {"role": "assistant", "content": so_far}
+    assert request["messages"][-1]["content"].startswith("Your answer was cut off.")
+    assert "cut_short" not in done.metadata
+    assert done.citations
+    assert_presented_honestly(done)
+
+
+@pytest.mark.django_db
+def test_only_a_cut_short_answer_can_be_continued(fake, conversation):
+    message, _ = ask(conversation)
+    with pytest.raises(ValidationError, match="cut-short answer can be retried"):
+        message_retry(message=message, continue_answer=True)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_continue_is_offered_on_the_page_and_through_the_api(fake, conversation, alice_api):
+    fake.behaviours.add("length")
+    message, _ = ask(conversation)
+    html = render_to_string("chat/_message.html", {"item": present(message)})
+    assert 'data-testid="continue"' in html
+    assert 'name="continue" value="1"' in html
+    fake.behaviours.discard("length")
+    response = alice_api.post(f"/api/messages/{message.pk}/retry?continue=true")
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["status"] == "complete"
+    assert body["content"].startswith(message.content)
+    assert len(body["content"]) > len(message.content)
+    again = alice_api.post(f"/api/messages/{message.pk}/retry?continue=true")
+    assert again.status_code == 409  # no longer cut short

@@ -35,7 +35,11 @@ PASSWORD = "Sturdy-Tulip-4821"
 ANSWER_TIMEOUT = 60_000  # ms, the embedding model loading for the search included
 HOSTILE = "\n\n".join(HOSTILE_SAMPLES.values())
 HOSTILE_ANSWER = "The sources say [1].\n\n" + HOSTILE
-QUESTION = "What do they say? <img src=https://attacker.example/question.png>"
+# Answerable from the plain note the hostile-answer test adds (the evidence rule refuses
+# questions the sources do not carry before any model writes), hostile all the same.
+QUESTION = (
+    "How are images and scripts shown in answers? <img src=https://attacker.example/question.png>"
+)
 
 # Reports every violation to the test, from every page the context opens (before any script
 # of the page runs).
@@ -245,6 +249,10 @@ def test_a_hostile_answer_stays_inert_live_when_done_and_after_reload(
     watched: tuple[Page, Watch], model: FakeChat, conversation: Conversation
 ) -> None:
     page, watch = watched
+    note_create(
+        notebook=conversation.notebook, author=conversation.owner, title="Plain",
+        body="Images and scripts in answers are shown as text, never loaded or run.",
+    )  # fmt: skip
     query = "<img src=https://attacker.example/query.png onerror=alert(1)>"
     model.script = [
         ToolCall("document_search", {"query": query}),

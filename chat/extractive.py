@@ -17,7 +17,7 @@ from chat.events import Event, Finished, Token
 from chat.grounding import Candidate, Evidence, search_first, sentences, terms, weigh
 from chat.tools import ToolContext
 
-__all__ = ["ABSTAIN_TEXT", "ExtractiveAnswerer", "abstention", "sentences"]
+__all__ = ["ABSTAIN_TEXT", "ExtractiveAnswerer", "abstention", "sentences", "words"]
 
 MAX_SENTENCES = 3
 MAX_PER_PASSAGE = 2
@@ -44,6 +44,12 @@ def abstention(evidence: Evidence, searched: list[str] | None = None) -> str:
     return text
 
 
+def words(text: str) -> Iterator[Token]:
+    """Text as tokens a word at a time (with its following space), as if it streamed."""
+    for piece in re.findall(r"\S+\s*|\s+", text):
+        yield Token(piece)
+
+
 def _escape(text: str) -> str:
     """A verbatim sentence shown as plain text inside Markdown."""
     escaped = _MARKDOWN_SPECIAL.sub(r"\\\1", text)
@@ -66,11 +72,11 @@ class ExtractiveAnswerer:
         evidence = weigh(question, passages, context)
         chosen = self._choose(evidence)
         if not chosen:
-            yield from self._words(abstention(evidence))
+            yield from words(abstention(evidence))
             yield Finished(confidence="low", follow_ups=[], abstained=True)
             return
         lines = [f"{_escape(c.text)} [{c.n}]" for c in chosen]
-        yield from self._words("\n\n".join(lines))
+        yield from words("\n\n".join(lines))
         quotes: dict[int, list[str]] = {}
         for c in chosen:
             quotes.setdefault(c.n, []).append(c.text)
@@ -80,11 +86,6 @@ class ExtractiveAnswerer:
             abstained=False,
             quotes=quotes,
         )
-
-    @staticmethod
-    def _words(text: str) -> Iterator[Token]:
-        for piece in re.findall(r"\S+\s*|\s+", text):
-            yield Token(piece)
 
     @staticmethod
     def _choose(evidence: Evidence) -> list[Candidate]:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from chat.citations import MARKER
 from notebook.embeddings import get_embedder
 from notebook.textutil import cjk_ratio
 
@@ -218,3 +219,19 @@ def search_first(question: str, context: ToolContext) -> Generator[Event, None, 
         results.append(result)
         yield ToolActivity(name, arguments, result.summary, seconds, len(result.passages))
     return results
+
+
+def back_claims(answer: str, sources: list[dict[str, Any]], quotes: dict[int, list[str]]) -> None:
+    """For each [n] the answer uses without a quote (phase 2 failed or skipped it), the
+    sentence of source n that backs the claim before the marker (the text since the previous
+    marker or paragraph), if one shares enough words with it. The agent still verifies it."""
+    start = 0
+    for match in MARKER.finditer(answer):
+        claim = answer[max(start, answer.rfind("\n\n", 0, match.start()) + 1) : match.start()]
+        start = match.end()
+        n = int(match.group(1))
+        if quotes.get(n) or not 1 <= n <= len(sources):
+            continue
+        sentence = backing_sentence(claim[-600:], str(sources[n - 1].get("text", "")))
+        if sentence:
+            quotes[n] = [sentence]

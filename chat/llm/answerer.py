@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
@@ -29,19 +28,18 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import openai
 from django.conf import settings
-from django.http import Http404
 
 from chat import prompts
-from chat.citations import MARKER, cited_numbers
+from chat.citations import cited_numbers
 from chat.events import AnswerError, Event, Finished, Token, ToolActivity
-from chat.extractive import abstention
-from chat.grounding import backing_sentence, search_first, weigh
+from chat.extractive import abstention, words
+from chat.grounding import back_claims, search_first, weigh
+from chat.llm.budget import ChatMessage, ContextBudget, Framed
+from chat.llm.messages import history_messages, system_prompt
 from chat.llm.metadata import request_metadata
 from chat.llm.server import client, cut_off, describe_error, token_counter, traits
 from chat.model_output import TemplateFilter, remove_echoes
 from chat.tools import Tool, ToolContext, ToolResult, openai_tools, tools_for
-from notes.models import Note
-from notes.selectors import note_list
 
 if TYPE_CHECKING:
     from openai.types.chat import (
@@ -53,17 +51,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-ChatMessage = dict[str, Any]
 Form = Literal["native", "user"]  # how tool results go back to the model
 CALLS_PER_ROUND = 5  # tool calls run from one turn; more are answered "skipped"
-NOTES_LISTED = 30  # notes named in the system prompt so that note_read can be used
 METADATA_TOKENS = 600  # phase 2's answer: a few quotes and questions
 METADATA_SOURCE_CHARS = 1500
-MIN_TOOL_TOKENS = 64  # a source block is never cut below this
-MESSAGE_OVERHEAD = 4  # role and separators of one chat message (OpenAI's accounting)
-REPLY_OVERHEAD = 3
-TRUNCATED = "\n[… cut to fit the model's context]"
-CITATION = re.compile(r"\s*\[\d{1,3}\]")  # a [n] marker and the space before it
 
 
 class _ToolsBroke(Exception):
@@ -103,16 +94,7 @@ class _Round:
     summaries: list[str]
 
 
-@dataclass
-class _Framed:
-    """A message carrying sources: only `body` may be cut to fit the context."""
-
-    head: str
-    body: str
-    tail: str = ""
-
-
-class LLMAnswerer:
+class LLMAnswerer(ContextBudget):
     name = "llm"
 
     def __init__(self) -> None:
@@ -129,7 +111,7 @@ class LLMAnswerer:
         self.usage: dict[str, int] = {}
         self.estimated = False  # some request's usage was counted here, not by the server
         self.history_left = 0  # history messages still in the prompt (see _fit)
-        self.framed: dict[int, _Framed] = {}  # id(message) → its parts (see _fit)
+        self.framed: dict[int, Framed] = {}  # id(message) → its parts (see _fit)
         self.stream_options: ChatCompletionStreamOptionsParam | None = {"include_usage": True}
 
     # --- The answer
@@ -142,16 +124,16 @@ class LLMAnswerer:
         passages = [p for result in results for p in result.passages]
         evidence = weigh(question, passages, context)
         if not evidence.supported:
-            yield from _words(abstention(evidence, [r.summary for r in results]))
+            yield from words(abstention(evidence, [r.summary for r in results]))
             yield Finished(confidence="low", abstained=True, usage=self._usage())
             return
 
         tools = tools_for(context)
         by_name = {tool.name: tool for tool in tools}
         mode = self._tool_mode()
-        past = _history_messages(history)
+        past = history_messages(history)
         sources = "\n".join(r.content for r in results if r.passages) or prompts.NO_SOURCES
-        asked = _Framed(
+        asked = Framed(
             prompts.QUESTION_SOURCES, sources, prompts.QUESTION_AFTER.format(question=question)
         )
         rounds: list[_Round] = []
@@ -165,7 +147,7 @@ class LLMAnswerer:
         while True:
             offered = mode != "off"
             final = round_ >= self.max_rounds or not offered
-            system = _system_prompt(context, by_name, tools_offered=offered)
+            system = system_prompt(context, by_name, tools_offered=offered)
             form: Form = "native" if mode in ("auto", "native") else "user"
             messages = self._messages(system, past, asked, rounds, form)
             if context.continuing:
@@ -224,7 +206,7 @@ class LLMAnswerer:
         self,
         system: str,
         past: list[ChatMessage],
-        asked: _Framed,
+        asked: Framed,
         rounds: list[_Round],
         form: Form,
     ) -> list[ChatMessage]:
@@ -240,13 +222,13 @@ class LLMAnswerer:
                 for call, result in zip(done.calls, done.results, strict=True):
                     tool: ChatMessage = {"role": "tool", "tool_call_id": call.id}
                     messages.append(tool)
-                    self.framed[id(tool)] = _Framed("", result)
+                    self.framed[id(tool)] = Framed("", result)
                     tool["content"] = result
             else:
                 said = done.text.strip() or "Let me search the sources again."
                 messages.append({"role": "assistant", "content": said})
                 searches = "; ".join(done.summaries)
-                framed = _Framed(
+                framed = Framed(
                     prompts.TOOL_RESULTS_USER.format(searches=searches),
                     "\n".join(done.results),
                     prompts.TOOL_RESULTS_AFTER,
@@ -254,9 +236,9 @@ class LLMAnswerer:
                 messages.append(self._framed_message("user", framed))
         return messages
 
-    def _framed_message(self, role: str, framed: _Framed) -> ChatMessage:
+    def _framed_message(self, role: str, framed: Framed) -> ChatMessage:
         message: ChatMessage = {"role": role, "content": framed.head + framed.body + framed.tail}
-        self.framed[id(message)] = _Framed(framed.head, framed.body, framed.tail)
+        self.framed[id(message)] = Framed(framed.head, framed.body, framed.tail)
         return message
 
     def _stream(
@@ -394,61 +376,6 @@ class LLMAnswerer:
         )
         return result
 
-    # --- Context budget
-
-    def _message_size(self, message: ChatMessage) -> int:
-        size = MESSAGE_OVERHEAD + self.count(message.get("content") or "")
-        for call in message.get("tool_calls") or []:
-            size += self.count(call["function"]["name"] + call["function"]["arguments"]) + 3
-        return size
-
-    def size(self, messages: list[ChatMessage], schema: list[dict[str, Any]]) -> int:
-        tools = self.count(json.dumps(schema)) if schema else 0
-        return REPLY_OVERHEAD + tools + sum(self._message_size(m) for m in messages)
-
-    def _fit(self, messages: list[ChatMessage], schema: list[dict[str, Any]]) -> None:
-        """Make the prompt fit beside the answer: drop the oldest history, then cut the longest
-        source blocks. messages[1 : 1 + history_left] is what is left of the history."""
-        total = self.size(messages, schema)
-        while total > self.budget and self.history_left:
-            total -= self._message_size(messages.pop(1))
-            self.history_left -= 1
-            if self.history_left and messages[1]["role"] == "assistant":
-                total -= self._message_size(messages.pop(1))  # keep user/assistant pairs
-                self.history_left -= 1
-        while total > self.budget:
-            cuttable = [m for m in messages if id(m) in self.framed]
-            longest = max(cuttable, key=self._message_size, default=None)
-            if longest is None:
-                break
-            framed = self.framed[id(longest)]
-            size = self.count(framed.body)
-            target = max(MIN_TOOL_TOKENS, size - (total - self.budget))
-            if size <= target:
-                break  # every block is as short as it may be; send it and let the server judge
-            framed.body = self._truncate(framed.body, target)
-            longest["content"] = framed.head + framed.body + framed.tail
-            total = self.size(messages, schema)
-        if total > self.budget:
-            logger.warning("chat prompt of %s tokens exceeds its budget of %s", total, self.budget)
-
-    def _truncate(self, text: str, tokens: int) -> str:
-        """The longest prefix of `text` (with a note saying it was cut) within `tokens`."""
-
-        def cut(length: int) -> str:
-            head = text[:length]
-            closing = "\n</source>" if head.count("<source") > head.count("</source>") else ""
-            return head + closing + TRUNCATED
-
-        low, high = 0, len(text)
-        while low < high:
-            middle = (low + high + 1) // 2
-            if self.count(cut(middle)) <= tokens:
-                low = middle
-            else:
-                high = middle - 1
-        return cut(low)
-
     def add_usage(self, usage: tuple[int, int] | None, prompt: int, generated: str) -> None:
         # Servers that ignore stream_options send no usage: count what was sent and received.
         if usage is None:
@@ -478,7 +405,7 @@ class LLMAnswerer:
             n, quote = (item.get("n"), item.get("quote")) if isinstance(item, dict) else (0, 0)
             if type(n) is int and isinstance(quote, str) and quote.strip():
                 quotes.setdefault(n, []).append(quote.strip()[:2000])
-        _back_claims(answer, context.sources, quotes)
+        back_claims(answer, context.sources, quotes)
         return Finished(
             confidence=confidence if confidence in prompts.CONFIDENCES else "",
             follow_ups=[
@@ -516,27 +443,6 @@ class LLMAnswerer:
             chars //= 2
 
 
-def _back_claims(answer: str, sources: list[dict[str, Any]], quotes: dict[int, list[str]]) -> None:
-    """For each [n] the answer uses without a quote (phase 2 failed or skipped it), the
-    sentence of source n that backs the claim before the marker (the text since the previous
-    marker or paragraph), if one shares enough words with it. The agent still verifies it."""
-    start = 0
-    for match in MARKER.finditer(answer):
-        claim = answer[max(start, answer.rfind("\n\n", 0, match.start()) + 1) : match.start()]
-        start = match.end()
-        n = int(match.group(1))
-        if quotes.get(n) or not 1 <= n <= len(sources):
-            continue
-        sentence = backing_sentence(claim[-600:], str(sources[n - 1].get("text", "")))
-        if sentence:
-            quotes[n] = [sentence]
-
-
-def _words(text: str) -> Iterator[Token]:
-    for piece in re.findall(r"\S+\s*|\s+", text):
-        yield Token(piece)
-
-
 def _has_calls(rounds: list[_Round], form: Form) -> bool:
     """Native tool messages need the tools declared even when no more calls are allowed."""
     return form == "native" and bool(rounds)
@@ -555,38 +461,3 @@ def _assistant_message(text: str, calls: list[_Call]) -> ChatMessage:
             for call in calls
         ],
     }
-
-
-def _history_messages(history: list[tuple[str, str]]) -> list[ChatMessage]:
-    """Earlier questions with their answers, as user/assistant pairs (a question whose answer
-    failed is left out). [n] markers are dropped: numbers are given afresh in each answer."""
-    messages: list[ChatMessage] = []
-    question: str | None = None
-    for role, content in history:
-        if role == "user":
-            question = content.strip() or None
-        elif role == "assistant" and question is not None:
-            answer = CITATION.sub("", content).strip()
-            if answer:
-                messages += [
-                    {"role": "user", "content": question},
-                    {"role": "assistant", "content": answer},
-                ]
-            question = None
-    return messages
-
-
-def _system_prompt(context: ToolContext, tools: dict[str, Tool], *, tools_offered: bool) -> str:
-    notes: list[tuple[int, str]] = []
-    if "note_read" in tools and tools_offered:
-        try:
-            visible = note_list(user=context.user, notebook_id=context.notebook.pk)
-        except Http404:  # the notebook stopped being shared with this user
-            visible = Note.objects.none()
-        notes = list(visible.values_list("pk", "title")[:NOTES_LISTED])
-    return prompts.answer_system(
-        notebook=context.notebook.title,
-        note=context.note.title if context.note is not None else None,
-        notes=notes,
-        tools=tools_offered,
-    )

@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionMessageParam
     from openai.types.chat.completion_create_params import ResponseFormat as FormatParam
 
-    from chat.llm.answerer import ChatMessage, LLMAnswerer
+    from chat.llm.answerer import LLMAnswerer
+    from chat.llm.budget import ChatMessage
 
 logger = logging.getLogger(__name__)
 SCHEMA_TEXT = json.dumps(prompts.METADATA_FORMAT["json_schema"]["schema"], separators=(",", ":"))

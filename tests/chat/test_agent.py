@@ -230,15 +230,23 @@ def test_evaluate_answers_runs_on_a_small_set(alice, tmp_path, capsys):
     })  # fmt: skip
     questions = tmp_path / "questions.jsonl"
     questions.write_text("\n".join(json.dumps(r) for r in rows))
+    chats = tmp_path / "conversations.jsonl"
+    chats.write_text(json.dumps({"id": "conv-1", "lang": "en", "turns": [
+        {"question": "What does the url package do?", "file": "url.pdf", "pages": [1],
+         "answer_keywords": ["url"], "kind": "first"},
+        {"question": "How do I change the font it uses?", "file": "url.pdf", "pages": [4],
+         "answer_keywords": ["urlstyle"], "kind": "followup"},
+    ]}))  # fmt: skip
     out, kept = tmp_path / "answers.json", tmp_path / "kept.jsonl"
     call_command("evaluate_answers", "--pdfs", pdfs, "--questions", questions, "--json", out,
-                 "--keep", kept)  # fmt: skip
+                 "--keep", kept, "--conversations", chats)  # fmt: skip
     figures = json.loads(out.read_text())
     assert figures["answerer"] == "extractive"
-    assert figures["overall"]["n"] == len(rows)
+    assert figures["overall"]["n"] == len(rows) + 2
+    assert figures["by_kind"]["followup"]["n"] == 1
     assert (figures["overall"]["errors"], figures["overall"]["unsourced"]) == (0, 0)
     answers = [json.loads(line) for line in kept.read_text().splitlines()]
-    assert [a["id"] for a in answers] == [r["id"] for r in rows]
+    assert [a["id"] for a in answers] == [r["id"] for r in rows] + ["conv-1-1", "conv-1-2"]
     assert answers[0]["tool_calls"][0]["name"] == "document_search"
     assert figures["overall"]["verified_citations"] == 1.0
     assert figures["by_kind"]["unanswerable"]["abstained_unanswerable"] == 1.0

@@ -17,7 +17,9 @@ unless CHAT_MODEL is set). Reported overall, by kind and by question language:
 - time to first token and to done: median and p95.
 
 `--keep FILE` writes every answer's text, citations, tool calls and grounding as JSON lines,
-to look at what a model did.
+to look at what a model did. `--conversations FILE` (../shared/eval/conversations.jsonl) asks
+each conversation's turns in order in one chat, so follow-ups see the history, and scores
+every turn the same way (reported by turn kind: first, followup-…).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from attachments.evaluation import load_questions
+from attachments.evaluation import Question, load_questions
 from attachments.management.commands.evaluate_retrieval import add_set_arguments, prepare_set
 from chat import services
 from chat.agent import generate, get_answerer
@@ -40,6 +42,31 @@ from chat.models import Message
 def _keywords(path: Path) -> dict[str, list[str]]:
     rows = (json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line)
     return {row["id"]: list(row.get("answer_keywords", [])) for row in rows}
+
+
+def _conversations(path: Path) -> tuple[list[list[Question]], dict[str, list[str]]]:
+    """Each conversation's turns as questions (ids `<conversation>-<turn>`), and their
+    answer keywords."""
+    chats: list[list[Question]] = []
+    keywords: dict[str, list[str]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        turns = []
+        for i, turn in enumerate(row["turns"], start=1):
+            q = Question(
+                id=f"{row['id']}-{i}",
+                question=turn["question"],
+                lang=row.get("lang", ""),
+                file=turn.get("file", ""),
+                pages=list(turn.get("pages", [])),
+                kind=turn.get("kind", ""),
+            )
+            keywords[q.id] = list(turn.get("answer_keywords", []))
+            turns.append(q)
+        chats.append(turns)
+    return chats, keywords
 
 
 def _kept(q: Any, answer: Message) -> dict[str, Any]:
@@ -104,31 +131,43 @@ class Command(BaseCommand):
         parser.add_argument(
             "--keep", type=Path, help="Write each answer, its citations and tool calls (JSONL)."
         )
+        parser.add_argument(
+            "--conversations", type=Path,
+            help="Also ask these multi-turn conversations (JSONL), each turn in one chat.",
+        )  # fmt: skip
 
     def handle(self, *args: Any, **options: Any) -> None:
         questions = load_questions(options["questions"])
         if options["limit"]:
             questions = questions[: options["limit"]]
         keywords = _keywords(options["questions"])
+        chats: list[list[Question]] = [[q] for q in questions]
+        if options["conversations"]:
+            conversations, turn_keywords = _conversations(options["conversations"])
+            chats += conversations
+            keywords.update(turn_keywords)
         user, note, _ = prepare_set(options, self.stderr.write)
         answerer = get_answerer()
         self.stderr.write(f"answerer: {answerer.name}")
 
         rows: list[dict[str, Any]] = []
         kept = options["keep"].open("w", encoding="utf-8") if options["keep"] else None
-        for q in questions:
+        for turns in chats:  # a question alone, or a conversation's turns in order
             conversation = services.conversation_create(
-                owner=user, notebook=note.notebook, note=note, title=f"eval {q.id}"
+                owner=user, notebook=note.notebook, note=note, title=f"eval {turns[0].id}"
             )
-            _, pending = services.message_ask(conversation=conversation, content=q.question)
-            answer = generate(pending.pk, lambda event, data: None, answerer=answerer)
-            if answer is None:
-                raise CommandError(f"{q.id}: the answer was already being generated")
-            rows.append(self._score(q, answer, keywords.get(q.id, [])))
-            if options["show"]:
-                self.stdout.write(f"\n[{q.id}] {q.question}\n{answer.content}\n{answer.citations}")
-            if kept is not None:
-                kept.write(json.dumps(_kept(q, answer), ensure_ascii=False) + "\n")
+            for q in turns:
+                _, pending = services.message_ask(conversation=conversation, content=q.question)
+                answer = generate(pending.pk, lambda event, data: None, answerer=answerer)
+                if answer is None:
+                    raise CommandError(f"{q.id}: the answer was already being generated")
+                rows.append(self._score(q, answer, keywords.get(q.id, [])))
+                if options["show"]:
+                    self.stdout.write(
+                        f"\n[{q.id}] {q.question}\n{answer.content}\n{answer.citations}"
+                    )
+                if kept is not None:
+                    kept.write(json.dumps(_kept(q, answer), ensure_ascii=False) + "\n")
             conversation.delete()
         if kept is not None:
             kept.close()

@@ -61,7 +61,7 @@ class NoteAttachment(models.Model):
     embedding_model = models.CharField(max_length=200, blank=True)
     timings = models.JSONField(default=dict, blank=True)
     # BM25 collection statistics of this file's chunks, kept with its PostingList rows
-    # (see attachments/bm25.py): N and the total length come from here, not from a scan.
+    # (see search/bm25.py): N and the total length come from here, not from a scan.
     chunk_count = models.PositiveIntegerField(default=0)
     token_total = models.PositiveBigIntegerField(default=0)
 

@@ -2,13 +2,11 @@ from __future__ import annotations
 
 from django.urls import path
 
-from attachments import search_views, views
+from attachments import views
 
 app_name = "attachments"
 
 urlpatterns = [
-    path("search/", search_views.search_page, name="search"),
-    path("notebooks/<int:notebook_id>/search/", search_views.search_page, name="notebook_search"),
     path("notes/<int:note_id>/attachments/", views.attachment_upload, name="upload"),
     path("attachments/<int:attachment_id>/row/", views.attachment_row, name="row"),
     path("attachments/<int:attachment_id>/file/", views.attachment_download, name="download"),

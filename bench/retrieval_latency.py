@@ -60,8 +60,8 @@ from bench.ingest import (  # noqa: E402
 )
 
 if TYPE_CHECKING:
-    from attachments.retrieval import Mode
     from notebook.types import User
+    from search.retrieval import Mode
 
 DEFAULT_PDFS = REPO.parent / "shared" / "eval" / "pdfs"
 DEFAULT_QUESTIONS = REPO.parent / "shared" / "eval" / "questions.jsonl"
@@ -546,8 +546,8 @@ def make_queries(path: Path, n: int, rng: random.Random) -> list[str]:
 
 
 def warm_up(user: User, queries: list[str]) -> float:
-    from attachments.retrieval import search
     from notebook.embeddings import get_embedder
+    from search.retrieval import search
 
     started = time.perf_counter()
     get_embedder().embed(["warm-up: load the model before anything is timed"])
@@ -560,14 +560,14 @@ def warm_up(user: User, queries: list[str]) -> float:
 def search_scope() -> Any:
     """What the search page searches by default: all the user's documents and notes (the
     notes here have no text, so their legs run but find nothing)."""
-    from attachments.retrieval import Scope
+    from search.retrieval import Scope
 
     return Scope()
 
 
 def chunk_scope(**kwargs: Any) -> Any:
     """Document chunks only, for the recall runs: one HNSW query per call."""
-    from attachments.retrieval import Scope
+    from search.retrieval import Scope
 
     return Scope(include_notes=False, **kwargs)
 
@@ -575,7 +575,7 @@ def chunk_scope(**kwargs: Any) -> Any:
 def run_latency(user: User, queries: list[str], raw: dict[str, Any], stop_at: float) -> None:
     """Every query in every mode, seconds into `raw` as they come (so a run cut short by
     --max-seconds still reports what it measured); stops early at `stop_at`."""
-    from attachments.retrieval import search
+    from search.retrieval import search
 
     totals: dict[str, list[float]] = raw.setdefault("totals", {m: [] for m in MODES})
     stages: dict[str, dict[str, list[float]]] = raw.setdefault("stages", {m: {} for m in MODES})
@@ -654,7 +654,7 @@ def _literal(embedding: list[float]) -> str:
 
 def _exact_sql(user: User, scope: Any, embedding: list[float]) -> tuple[str, list[Any]]:
     from attachments.models import ChunkVector
-    from attachments.retrieval import scoped_attachments
+    from search.retrieval import scoped_attachments
 
     scope_sql, scope_params = scoped_attachments(user=user, scope=scope)
     sql = _EXACT_SQL.format(scope=scope_sql, vectors=ChunkVector._meta.db_table)
@@ -700,7 +700,7 @@ def explain_plans(
     from django.db import connection, transaction
 
     from attachments.models import ChunkVector
-    from attachments.retrieval import vector
+    from search.retrieval import vector
 
     # The first wrapper is the outermost: the planner's changes reach captured_sql.
     with planner(ef_search=ef_search, force_hnsw=force_hnsw), captured_sql() as seen:
@@ -754,7 +754,7 @@ def run_recall(
 ) -> dict[str, Any]:
     """Mean recall@K of `vector()` against the exact top K (cached in `truths` by query and
     scope, since several rows share them)."""
-    from attachments.retrieval import vector
+    from search.retrieval import vector
 
     recalls: list[float] = []
     short = 0
@@ -794,7 +794,7 @@ def run_recall_suite(
 ) -> dict[str, Any]:
     """Recall rows: the whole account as shipped and at other ef_search values, then one
     note (as the planner chooses, and with the HNSW index forced), then one small note."""
-    from attachments.retrieval import EF_SEARCH
+    from search.retrieval import EF_SEARCH
 
     whole, single = scoped_notes(user, seed_note_id)
     n = len(embeddings)

@@ -65,7 +65,7 @@ def absent_key_terms(question: str, context: ToolContext) -> list[str]:
     """Key terms of the question that occur nowhere in the chat's sources. A question about
     `devtools::install_github()` or MusicXML cannot be answered by sources that never say
     so, however similar their other sentences look."""
-    from attachments.retrieval import Scope, phrase_occurs
+    from search.retrieval import Scope, phrase_occurs
 
     scope = Scope(
         notebook_id=context.notebook.pk,

@@ -107,5 +107,5 @@ def _too_large(request: HttpRequest, detail: str) -> HttpResponse:
 api.add_router("/", "accounts.api.router")
 api.add_router("/", "notes.api.router")
 api.add_router("/", "attachments.api.router")
-api.add_router("/", "attachments.api.search_router")
+api.add_router("/", "search.api.router")
 api.add_router("/", "chat.api.router")

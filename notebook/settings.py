@@ -75,6 +75,7 @@ INSTALLED_APPS = [
     "accounts",
     "notes",
     "attachments",
+    "search",
     "chat",
 ]
 

@@ -33,6 +33,7 @@ urlpatterns = [
     path("api/", _api_urls()),
     path("", include("notes.urls")),
     path("", include("attachments.urls")),
+    path("", include("search.urls")),
     path("", include("chat.urls")),
 ]
 

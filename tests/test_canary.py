@@ -28,7 +28,6 @@ from django.test import override_settings
 from django_q.models import OrmQ
 
 from attachments.models import DocumentChunk, NoteAttachment
-from attachments.retrieval import Mode, Scope, search
 from attachments.services.ingestion import _index_text, attachment_reembed
 from chat import services
 from chat.agent import generate
@@ -36,6 +35,7 @@ from chat.models import Message
 from chat.tools import ToolContext, tools_for
 from notes import indexing
 from notes.services import note_create, notebook_create
+from search.retrieval import Mode, Scope, search
 from tests.attachments.test_pipeline import ingest
 from tests.conftest import upload
 from tests.factories import UserFactory

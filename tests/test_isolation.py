@@ -52,7 +52,7 @@ OBJECT_PAGES = {
     "attachments:delete": ("attachment", ["GET", "POST"]),
     "attachments:password": ("attachment", ["POST"]),
     "attachments:unlock": ("attachment", ["POST"]),
-    "attachments:notebook_search": ("notebook", ["GET"]),
+    "search:notebook_search": ("notebook", ["GET"]),
     "chat:notebook_conversations": ("notebook", ["GET", "POST"]),
     "chat:note_conversations": ("note", ["GET", "POST"]),
     "chat:conversation": ("conversation", ["GET"]),
@@ -68,7 +68,7 @@ PLAIN_PAGES = {
     "accounts:settings": "/settings/",
     "accounts:password_change": "/settings/password/",
     "accounts:password_change_done": "/settings/password/done/",
-    "attachments:search": "/search/",
+    "search:search": "/search/",
 }
 PUBLIC_PAGES = {"login", "logout", "signup"}
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from django.http import Http404
 from pydantic import BaseModel, Field, field_validator
 
-from attachments.retrieval import Hit, Scope, search
 from chat.tools import Tool, ToolContext, ToolResult, register
 from notes.selectors import note_get
+from search.retrieval import Hit, Scope, search
 
 PASSAGE_CHARS = 1500
 NOTE_CHARS = 6000

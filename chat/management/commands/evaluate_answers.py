@@ -32,11 +32,11 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from attachments.evaluation import Question, load_questions
-from attachments.management.commands.evaluate_retrieval import add_set_arguments, prepare_set
 from chat import services
 from chat.agent import generate, get_answerer
 from chat.models import Message
+from search.evaluation import Question, load_questions
+from search.management.commands.evaluate_retrieval import add_set_arguments, prepare_set
 
 
 def _keywords(path: Path) -> dict[str, list[str]]:

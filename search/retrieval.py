@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 from django.conf import settings
 from django.db import connection, transaction
 
-from attachments import bm25
 from attachments.models import ChunkVector, DocumentChunk, NoteAttachment
 from notebook.language import detect_language, segment_for_search
 from notebook.textutil import cjk_ratio
 from notes.indexing import note_search_text
 from notes.models import Note, NoteVector
 from notes.selectors import visible_notes
+from search import bm25
 
 if TYPE_CHECKING:
     from notebook.types import User

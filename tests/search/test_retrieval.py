@@ -8,13 +8,13 @@ import random
 import pytest
 from django.db import connection
 
-from attachments import bm25 as bm25_module
-from attachments import retrieval
 from attachments.models import ChunkVector, DocumentChunk, NoteAttachment, PostingList
-from attachments.retrieval import Scope
 from notebook.language import WORD_COUNT_SQL, tsvector_sql
 from notes.models import Note
 from notes.services import note_create, note_trash
+from search import bm25 as bm25_module
+from search import retrieval
+from search.retrieval import Scope
 from tests.factories import NotebookFactory, NoteFactory
 
 pytestmark = pytest.mark.django_db

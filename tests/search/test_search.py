@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from attachments.search_views import highlight
-from tests.attachments.test_retrieval import make_attachment
+from search.views import highlight
 from tests.factories import NotebookFactory, NoteFactory
+from tests.search.test_retrieval import make_attachment
 
 pytestmark = pytest.mark.django_db
 CANARY = "zqxjcanary"

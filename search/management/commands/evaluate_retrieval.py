@@ -22,13 +22,13 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from attachments import services
-from attachments.evaluation import Question, aggregate, load_questions, score_ranking
 from attachments.models import DocumentChunk, NoteAttachment
-from attachments.retrieval import Scope, search
 from notebook.language import segment_for_search
 from notebook.rerank import reranker_enabled
 from notebook.textutil import cjk_ratio
 from notes.models import Note, Notebook
+from search.evaluation import Question, aggregate, load_questions, score_ranking
+from search.retrieval import Scope, search
 
 EVAL_USER = "retrieval-eval"
 MODES = ("lexical", "vector", "hybrid-rrf", "hybrid-minmax")

@@ -8,17 +8,17 @@ import time
 import pytest
 from django.utils import timezone
 
-from attachments import retrieval
 from attachments.models import DocumentChunk
-from attachments.retrieval import Hit, Scope, diversify, minmax, search, vector_weight
 from notebook import rerank as reranking
 from notebook.embeddings import get_embedder
 from notes import indexing
 from notes.models import Note, NoteVector
 from notes.services import note_create, note_trash, note_update
-from tests.attachments.test_retrieval import add_vectors, bm25, make_attachment, unit
+from search import retrieval
+from search.retrieval import Hit, Scope, diversify, minmax, search, vector_weight
 from tests.factories import NotebookFactory
 from tests.fake_rerank import fake_rerank_server
+from tests.search.test_retrieval import add_vectors, bm25, make_attachment, unit
 from tests.workers import run_worker
 
 pytestmark = pytest.mark.django_db

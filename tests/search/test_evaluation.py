@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from attachments.evaluation import Question, aggregate, score_ranking
-from attachments.management.commands.evaluate_retrieval import passwords_from_readme
+from search.evaluation import Question, aggregate, score_ranking
+from search.management.commands.evaluate_retrieval import passwords_from_readme
 from tests.conftest import EVAL_PDFS
 
 

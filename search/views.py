@@ -13,10 +13,10 @@ from django.views.decorators.http import require_http_methods
 
 from attachments import selectors
 from attachments.models import NoteAttachment
-from attachments.retrieval import MAX_QUERY_CHARS, Scope, search
 from notebook.textutil import cjk_ratio
 from notebook.types import AuthenticatedHttpRequest
 from notes.selectors import note_get, notebook_get, notebook_list, visible_notes
+from search.retrieval import MAX_QUERY_CHARS, Scope, search
 
 MODES = ("hybrid", "lexical", "vector")
 SNIPPET_CHARS = 320
@@ -142,4 +142,4 @@ def search_page(request: AuthenticatedHttpRequest, notebook_id: int | None = Non
             "diversity": diversity,
         },
     }
-    return render(request, "attachments/search.html", context)
+    return render(request, "search/search.html", context)

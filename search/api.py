@@ -1,0 +1,93 @@
+"""/api/search: passages from everything the user may see; filters name objects read through
+their selectors with request.user (404 otherwise)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from ninja import Query, Router
+
+from attachments import selectors
+from notebook.types import AuthenticatedHttpRequest
+from notes.selectors import note_get, notebook_get
+from search.retrieval import MAX_QUERY_CHARS, Hit, Scope, search
+from search.schemas import SearchHitOut, SearchIn, SearchOut
+
+router = Router(tags=["search"])
+
+
+def _search(request: AuthenticatedHttpRequest, params: SearchIn) -> SearchOut:
+    query = " ".join(params.q.split())
+    if not query:
+        raise ValidationError({"q": "Type something to search for."})
+    if len(query) > MAX_QUERY_CHARS:
+        raise ValidationError({"q": f"Keep the query under {MAX_QUERY_CHARS:,} characters."})
+    # Filters name objects: each must be the user's own (404 otherwise), like every other route.
+    if params.notebook_id is not None:
+        notebook_get(user=request.user, notebook_id=params.notebook_id)
+    if params.note_id is not None:
+        note_get(user=request.user, note_id=params.note_id)
+    for attachment_id in params.attachment_ids or []:
+        selectors.attachment_get(user=request.user, attachment_id=attachment_id)
+    result = search(
+        user=request.user,
+        query=query,
+        scope=Scope(
+            params.notebook_id, params.note_id, params.attachment_ids, params.include_notes
+        ),
+        limit=params.limit,
+        mode=params.mode,
+        fusion=params.fusion,
+        diversity=params.diversity,
+        rerank=params.rerank,
+    )
+    hits = [_hit_out(hit) for hit in result.hits]
+    timings = {stage: round(seconds * 1000, 2) for stage, seconds in result.timings.items()}
+    timings["total"] = round(result.total * 1000, 2)
+    return SearchOut(query=query, mode=params.mode, hits=hits, timings_ms=timings, info=result.info)
+
+
+def _hit_out(hit: Hit) -> SearchHitOut:
+    note, chunk = hit.note, hit.chunk
+    scores: dict[str, Any] = {
+        "fused": hit.fused,
+        "lexical": hit.lexical,
+        "lexical_rank": hit.lexical_rank,
+        "vector": hit.vector,
+        "vector_rank": hit.vector_rank,
+        "rerank": hit.rerank,
+    }
+    where: dict[str, Any] = {
+        "note_id": note.pk,
+        "note_title": note.title,
+        "notebook_id": note.notebook_id,
+    }
+    if chunk is None:
+        return SearchHitOut(kind="note", content=hit.text, **where, **scores)
+    return SearchHitOut(
+        kind="pdf",
+        chunk_id=chunk.pk,
+        attachment_id=chunk.attachment_id,
+        file=chunk.attachment.original_name,
+        page=chunk.page_number,
+        heading_path=chunk.heading_path,
+        start_char=chunk.start_char,
+        end_char=chunk.end_char,
+        content=chunk.content,
+        **where,
+        **scores,
+    )
+
+
+@router.get("/search", response=SearchOut)
+def search_get(request: AuthenticatedHttpRequest, params: Query[SearchIn]) -> SearchOut:
+    """Passages from your PDFs, best first, with every score (BM25, cosine, fused) and
+    per-stage timings. Filters (`notebook_id`, `note_id`, `attachment_ids`) narrow the scope."""
+    return _search(request, params)
+
+
+@router.post("/search", response=SearchOut)
+def search_post(request: AuthenticatedHttpRequest, payload: SearchIn) -> SearchOut:
+    """The same as GET, with the options in a JSON body (for long queries)."""
+    return _search(request, payload)

@@ -3,8 +3,18 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from pgvector.django import VectorField
 
 from notes.models import Note, Notebook
+
+
+class Mode(models.TextChoices):
+    """How answers are written (see docs/chat.md): exploring spreads over the sources, research
+    keeps only strong passages and cites every claim, learning explains step by step."""
+
+    EXPLORING = "exploring"
+    RESEARCH = "research"
+    LEARNING = "learning"
 
 
 class Conversation(models.Model):
@@ -19,6 +29,7 @@ class Conversation(models.Model):
         Note, on_delete=models.CASCADE, null=True, blank=True, related_name="conversations"
     )
     title = models.CharField(max_length=200)
+    mode = models.CharField(max_length=16, choices=Mode.choices, default=Mode.EXPLORING)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -71,6 +82,16 @@ class Message(models.Model):
     # Which generation owns a streaming answer: each claim adds one, and a generation writes
     # only while the row still carries its number (see chat.agent).
     attempt = models.PositiveIntegerField(default=0)
+    # A question: the mode it was asked in, and what retrieval searched for it (the question
+    # itself, or its reformulation when it follows up an earlier one; see chat.reformulation).
+    mode = models.CharField(max_length=16, choices=Mode.choices, blank=True)
+    search_query = models.TextField(blank=True)
+    is_follow_up = models.BooleanField(default=False)
+    anchors = models.JSONField(default=list, blank=True)  # attachment ids boosted (anchoring)
+    # Summarised into a ConversationSummary: shown in full, no longer sent to the model.
+    compacted = models.BooleanField(default=False)
+    # The message's text embedded (computed when first needed), to find earlier relevant turns.
+    embedding = VectorField(dimensions=settings.EMBEDDING_DIMENSIONS, null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     # While an answer is written, its process touches this every few seconds (the heartbeat
     # in chat.agent); an answer in progress that stopped being touched lost its process.
@@ -89,3 +110,57 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return f"{self.role}: {self.content[:40]}"
+
+
+class ConversationSummary(models.Model):
+    """A summary of a batch of older messages of a conversation (compaction): sent to the model
+    instead of them; the page shows it collapsible above the messages, which stay in full."""
+
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="summaries"
+    )
+    text = models.TextField()
+    first_message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="+")
+    last_message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="+")
+    message_count = models.PositiveIntegerField()
+    summarizer = models.CharField(max_length=16)  # "llm" | "extractive"
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["first_message_id"]
+
+    def __str__(self) -> str:
+        return f"summary of {self.message_count} messages"
+
+
+class Memory(models.Model):
+    """Something worth remembering across the conversations of one notebook, for one user:
+    a fact, a preference or an insight, with an importance 0..1. Access goes through
+    chat.selectors (always with the owner)."""
+
+    class Kind(models.TextChoices):
+        FACT = "fact"
+        PREFERENCE = "preference"
+        INSIGHT = "insight"
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memories"
+    )
+    notebook = models.ForeignKey(Notebook, on_delete=models.CASCADE, related_name="memories")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    text = models.TextField()
+    importance = models.FloatField(default=0.5)
+    embedding = VectorField(dimensions=settings.EMBEDDING_DIMENSIONS, null=True, blank=True)
+    # The answer whose exchange it was drawn from (kept when the conversation is deleted).
+    source_message = models.ForeignKey(
+        Message, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-importance", "-created_at"]
+        indexes = [models.Index(fields=["owner", "notebook", "-importance"])]
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.text[:40]}"

@@ -100,7 +100,12 @@ def one_line(text: str, limit: int = 120) -> str:
 
 
 def answer_system(
-    *, notebook: str, note: str | None, notes: list[tuple[int, str]], tools: bool = True
+    *,
+    notebook: str,
+    note: str | None,
+    notes: list[tuple[int, str]],
+    tools: bool = True,
+    mode: str = "exploring",
 ) -> str:
     """The system prompt for one chat: which notebook (or note) it is about, whether the
     model has tools, and the notes it may read by id."""
@@ -112,6 +117,9 @@ def answer_system(
     if notes and tools:
         lines = "\n".join(f"{pk}: {one_line(title, 80)}" for pk, title in notes)
         listing = NOTES_LIST.format(lines=lines)
-    return ANSWER_SYSTEM.format(
+    from chat.modes import spec
+
+    system = ANSWER_SYSTEM.format(
         scope=scope, tools=TOOLS_CLAUSE if tools else "", abstain=ABSTAIN, notes=listing
     )
+    return f"{system}\n{spec(mode).prompt}"

@@ -52,4 +52,5 @@ def system_prompt(context: ToolContext, tools: dict[str, Tool], *, tools_offered
         note=context.note.title if context.note is not None else None,
         notes=notes,
         tools=tools_offered,
+        mode=context.mode,
     )

@@ -30,6 +30,17 @@ class ToolContext:
     sources: list[dict[str, Any]] = field(default_factory=list)
     # Continuing an answer that was cut short: what it says so far (the answerer writes on).
     continuing: str = ""
+    # How to answer: exploring | research | learning (chat.modes).
+    mode: str = "exploring"
+    # What retrieval searches for the question: itself, or its reformulation when it follows
+    # up an earlier one (chat.reformulation); and the documents whose passages get the
+    # follow-up boost (source anchoring), as attachment ids.
+    search_query: str = ""
+    anchors: list[int] = field(default_factory=list)
+    # Context slots filled before answering: memories of this notebook (chat.memory) and
+    # summaries of compacted older turns (chat.compaction), as plain text.
+    memories: list[str] = field(default_factory=list)
+    summaries: list[str] = field(default_factory=list)
 
     def add_source(self, source: dict[str, Any]) -> int:
         """The citation number of a passage (the same passage keeps its number)."""

@@ -5,6 +5,7 @@ loaded once per worker)."""
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sys
 import threading
@@ -13,6 +14,8 @@ from functools import cache
 from typing import Protocol
 
 from django.conf import settings
+
+from notebook.breakers import breaker
 
 logger = logging.getLogger(__name__)
 DEFAULT_LOCAL_MODEL = "all-MiniLM-L6-v2"
@@ -31,7 +34,7 @@ class Embedder(Protocol):
     model_name: str
     dimensions: int
 
-    def embed(self, texts: list[str]) -> list[list[float]]: ...
+    def embed(self, texts: list[str], *, timeout: float | None = None) -> list[list[float]]: ...
 
     def windows(self, text: str, prefix: str = "") -> list[str]: ...
 
@@ -64,7 +67,9 @@ class LocalEmbedder:
             )
         self.dimensions = dimensions
 
-    def embed(self, texts: list[str]) -> list[list[float]]:
+    def embed(self, texts: list[str], *, timeout: float | None = None) -> list[list[float]]:
+        """Unit vectors for `texts`; `timeout` is for remote servers (a local model has no
+        network to wait on)."""
         with self._lock:
             vectors = self._model.encode(
                 texts,
@@ -102,7 +107,12 @@ class LocalEmbedder:
 
 
 class OpenAIEmbedder:
-    """Any server speaking OpenAI's /v1/embeddings (OpenAI, Ollama, vLLM, llama.cpp, TEI)."""
+    """Any server speaking OpenAI's /v1/embeddings (OpenAI, Ollama, vLLM, llama.cpp, TEI).
+
+    Requests go through the "embeddings" circuit breaker (notebook.breakers): after
+    EMBEDDING_BREAKER_FAILURES failed requests in a row, `embed` fails at once with a transient
+    EmbeddingError for EMBEDDING_BREAKER_SECONDS, so searches fall back to keywords without
+    waiting and ingestion retries later."""
 
     def __init__(self, model: str, dimensions: int, base_url: str, api_key: str) -> None:
         import openai
@@ -116,26 +126,47 @@ class OpenAIEmbedder:
             base_url=base_url or None, api_key=api_key or "not-needed", max_retries=4, timeout=60
         )
 
-    def embed(self, texts: list[str]) -> list[list[float]]:
+    def embed(self, texts: list[str], *, timeout: float | None = None) -> list[list[float]]:
+        """Vectors for `texts`. With `timeout` (a search's query): one attempt, no SDK retries,
+        since the search falls back to keywords rather than wait."""
         import openai
 
+        circuit = breaker("embeddings")
+        if not circuit.allow():
+            raise EmbeddingError(
+                f"Embedding service skipped after {circuit.threshold} failures in a row; "
+                f"trying it again in {math.ceil(circuit.retry_in())} s.",
+                transient=True,
+            )
         # Only OpenAI's text-embedding-3 models accept `dimensions`; others reject it.
         dimensions = (
             self.dimensions if self.model_name.startswith("text-embedding-3") else openai.omit
         )
+        client = self._client
+        if timeout is not None:
+            client = client.with_options(timeout=timeout, max_retries=0)
         try:
-            response = self._client.embeddings.create(
+            response = client.embeddings.create(
                 model=self.model_name, input=texts, encoding_format="float", dimensions=dimensions
             )
         except (openai.RateLimitError, openai.APIConnectionError, openai.APITimeoutError) as exc:
+            circuit.failure()
             raise EmbeddingError(
                 f"Embedding service busy or unreachable: {exc}", transient=True
             ) from exc
         except openai.APIStatusError as exc:
             transient = exc.status_code >= 500
+            if transient:
+                circuit.failure()
+            else:  # a refusal (401, 400) comes from a server that is up
+                circuit.success()
             raise EmbeddingError(
                 f"Embedding service answered {exc.status_code}: {exc.message}", transient=transient
             ) from exc
+        except BaseException:
+            circuit.release()  # says nothing about the server, but must not hold a trial
+            raise
+        circuit.success()
         vectors = [item.embedding for item in sorted(response.data, key=lambda d: d.index)]
         if len(vectors) != len(texts) or any(len(v) != self.dimensions for v in vectors):
             raise EmbeddingError(

@@ -3,7 +3,8 @@ HTTP server (TEI, Jina, Cohere, Infinity, vLLM, llama.cpp) or listwise ranking b
 
 A reranker only refines an order that already exists, so `rerank` never raises for a failing
 backend: it answers `scores=None` with the reason, and the caller keeps the fused order. A
-per-process circuit breaker stops calling a backend that keeps failing.
+per-process circuit breaker ("reranker", notebook.breakers) stops calling a backend that keeps
+failing.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+
+from notebook.breakers import breaker
 
 if TYPE_CHECKING:
     import httpx2
@@ -91,7 +94,7 @@ def rerank(query: str, passages: list[str]) -> RerankOutcome:
     if not passages:
         return RerankOutcome(scores=[], backend=backend, fallback=None, seconds=0.0)
     start = time.monotonic()
-    if not _breaker.allow(cooldown=float(settings.RERANKER_BREAKER_SECONDS)):
+    if not breaker("reranker").allow():
         logger.debug("Reranker %s skipped: circuit open", backend)
         return RerankOutcome(scores=None, backend=backend, fallback="circuit open", seconds=0.0)
     try:
@@ -99,7 +102,7 @@ def rerank(query: str, passages: list[str]) -> RerankOutcome:
         _check_scores(scores, len(passages))
     except Exception as exc:  # any failure means "keep the fused order", never a failed search
         reason = _describe(exc)
-        opened = _breaker.failure(threshold=settings.RERANKER_BREAKER_FAILURES)
+        opened = breaker("reranker").failure()
         logger.warning(
             "Reranker %s failed (%s); keeping the fused order%s",
             backend,
@@ -109,7 +112,7 @@ def rerank(query: str, passages: list[str]) -> RerankOutcome:
         return RerankOutcome(
             scores=None, backend=backend, fallback=reason, seconds=time.monotonic() - start
         )
-    _breaker.success()
+    breaker("reranker").success()
     return RerankOutcome(
         scores=scores, backend=backend, fallback=None, seconds=time.monotonic() - start
     )
@@ -118,7 +121,7 @@ def rerank(query: str, passages: list[str]) -> RerankOutcome:
 def reset_state() -> None:
     """Forget breaker state, loaded models and clients (tests; a settings change)."""
     global _executor
-    _breaker.reset()
+    breaker("reranker").reset()
     with _executor_lock:
         if _executor is not None:
             _executor.shutdown(wait=False, cancel_futures=True)
@@ -141,46 +144,6 @@ def _describe(exc: Exception) -> str:
     if isinstance(exc, TimeoutError):
         return "timeout"
     return f"{type(exc).__name__}: {exc}"[:_REASON_CHARS]
-
-
-class _Breaker:
-    """Closed → open after `threshold` failures in a row → after `cooldown` seconds one trial
-    call (half-open; concurrent calls still see it open) → closed on success, open on failure."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.reset()
-
-    def reset(self) -> None:
-        with self._lock:
-            self._failures = 0
-            self._opened_at: float | None = None
-            self._trial_running = False
-
-    def allow(self, *, cooldown: float) -> bool:
-        with self._lock:
-            if self._opened_at is None:
-                return True
-            if self._trial_running or time.monotonic() - self._opened_at < cooldown:
-                return False
-            self._trial_running = True
-            return True
-
-    def success(self) -> None:
-        with self._lock:
-            self._failures, self._opened_at, self._trial_running = 0, None, False
-
-    def failure(self, *, threshold: int) -> bool:
-        """Record a failure; True when it (re)opens the circuit."""
-        with self._lock:
-            self._failures += 1
-            if self._trial_running or self._failures >= threshold:
-                self._opened_at, self._trial_running = time.monotonic(), False
-                return True
-            return False
-
-
-_breaker = _Breaker()
 
 
 # --- cross-encoder: a local sentence-transformers model on the CPU.

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import re
 
 from django.contrib.auth.decorators import login_required
+from django.db import DatabaseError
 from django.http import HttpResponse
 from django.shortcuts import render
 from django.utils.html import escape
@@ -18,6 +20,7 @@ from notebook.types import AuthenticatedHttpRequest
 from notes.selectors import note_get, notebook_get, notebook_list, visible_notes
 from search.retrieval import MAX_QUERY_CHARS, Scope, search
 
+logger = logging.getLogger(__name__)
 MODES = ("hybrid", "lexical", "vector")
 SNIPPET_CHARS = 320
 
@@ -90,19 +93,23 @@ def search_page(request: AuthenticatedHttpRequest, notebook_id: int | None = Non
     if len(query) > MAX_QUERY_CHARS:
         error = f"Keep the question under {MAX_QUERY_CHARS:,} characters."
     elif query:
-        result = search(
-            user=user,
-            query=query,
-            scope=Scope(
-                notebook_id=notebook.pk if notebook else None,
-                note_id=note.pk if note else None,
-                attachment_ids=[attachment.pk] if attachment else None,
-                include_notes=include_notes,
-            ),
-            limit=20,
-            mode=mode,  # type: ignore[arg-type]
-            diversity=diversity,
-        )
+        try:
+            result = search(
+                user=user,
+                query=query,
+                scope=Scope(
+                    notebook_id=notebook.pk if notebook else None,
+                    note_id=note.pk if note else None,
+                    attachment_ids=[attachment.pk] if attachment else None,
+                    include_notes=include_notes,
+                ),
+                limit=20,
+                mode=mode,  # type: ignore[arg-type]
+                diversity=diversity,
+            )
+        except DatabaseError:  # the keyword leg failed (a vector failure only degrades)
+            logger.exception("search for user %s failed", user.pk)
+            error = "Search failed: the database did not answer. Try again in a moment."
     live_notes = visible_notes(user=user).filter(trashed_at__isnull=True)
     if notebook:
         live_notes = live_notes.filter(notebook=notebook)

@@ -88,6 +88,16 @@ def bob_note(bob, bob_notebook):
 
 
 @pytest.fixture(autouse=True)
+def _closed_breakers():
+    """Circuit breakers live as long as the process: each test starts with them closed."""
+    from notebook.breakers import reset_all
+
+    reset_all()
+    yield
+    reset_all()
+
+
+@pytest.fixture(autouse=True)
 def _media_root(settings, tmp_path_factory):
     """Uploaded files go to a fresh directory per test, never to DATA_DIR."""
     settings.MEDIA_ROOT = tmp_path_factory.mktemp("media")

@@ -1,8 +1,8 @@
 """A local server speaking OpenAI's /v1/embeddings protocol, for tests of the HTTP path.
 
 Behaviour is scripted per request: a list of HTTP statuses to answer before succeeding, or a
-status to answer forever. Vectors are deterministic (hashed words), so similar texts get
-similar vectors.
+status to answer forever, and `hang` seconds to wait before answering (a stuck server).
+Vectors are deterministic (hashed words), so similar texts get similar vectors.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ class FakeOpenAI:
         self.dims = dims
         self.script: list[int] = []  # statuses to answer first, in order
         self.always: int | None = None  # answer this status to every request
+        self.hang = 0.0  # seconds to wait before answering (the client times out first)
+        self.stop = threading.Event()
         self.requests: list[dict[str, Any]] = []
         self.url = ""
 
@@ -58,6 +60,8 @@ def fake_openai_server(dims: int = 384) -> Iterator[FakeOpenAI]:
             state.requests.append(
                 {"path": self.path, "body": payload, "auth": self.headers.get("Authorization")}
             )
+            if state.hang:
+                state.stop.wait(state.hang)
             status = state.always or (state.script.pop(0) if state.script else 200)
             if self.path != "/v1/embeddings":
                 self._json(404, {"error": {"message": "not found"}})
@@ -97,5 +101,6 @@ def fake_openai_server(dims: int = 384) -> Iterator[FakeOpenAI]:
     try:
         yield state
     finally:
+        state.stop.set()  # let hanging handlers finish
         server.shutdown()
         server.server_close()

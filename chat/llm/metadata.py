@@ -5,6 +5,8 @@ Structured output falls back level by level, one attempt each and none of the SD
 retries: `json_schema`, then `json_object` with the schema in the prompt, then a plain prompt
 whose reply is parsed tolerantly. Any HTTP error moves down a level (servers answer 400, 422
 or 500 for what they do not support); the level that worked is remembered for the server.
+The request goes through the chat model's circuit breaker (chat.llm.server): while it is open
+the answer stands without metadata, and a call that gets no reply counts as one failure.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 import openai
 
 from chat import prompts
-from chat.llm.server import FORMATS, describe_error, parse_json_object, traits
+from chat.llm.server import FORMATS, allow, describe_error, parse_json_object, settle, traits
 
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionMessageParam
@@ -51,30 +53,41 @@ def request_metadata(
     """The phase-2 JSON, or None when the server cannot give it (the answer stands)."""
     server = traits()
     client = answerer.client.with_options(max_retries=0)
-    for level in FORMATS[FORMATS.index(server.response_format) :]:
-        sent, response_format = _request(messages, level)
-        prompt = answerer.size(sent, [])
-        try:
-            response = client.chat.completions.create(
-                model=answerer.model,
-                messages=cast("list[ChatCompletionMessageParam]", sent),
-                response_format=response_format,
-                max_tokens=max_tokens,
+    if not allow():
+        logger.info("answer metadata skipped: the language model is failing (circuit open)")
+        return None
+    answered = False  # any reply closes the breaker; else the last error counts
+    error: openai.APIError | None = None
+    try:
+        for level in FORMATS[FORMATS.index(server.response_format) :]:
+            sent, response_format = _request(messages, level)
+            prompt = answerer.size(sent, [])
+            try:
+                response = client.chat.completions.create(
+                    model=answerer.model,
+                    messages=cast("list[ChatCompletionMessageParam]", sent),
+                    response_format=response_format,
+                    max_tokens=max_tokens,
+                )
+            except openai.APIStatusError as exc:
+                error = exc
+                logger.info("answer metadata as %s refused (HTTP %s)", level, exc.status_code)
+                continue
+            except openai.APIError as exc:
+                error = exc
+                logger.warning("answer metadata failed: %s", describe_error(exc))
+                return None
+            answered = True
+            if server.response_format != level:
+                logger.info("%s: structured output falls back to %s", answerer.model, level)
+                server.response_format = level
+            choices = getattr(response, "choices", None) or []
+            content = (choices[0].message.content if choices else None) or ""
+            usage = getattr(response, "usage", None)
+            answerer.add_usage(
+                (usage.prompt_tokens, usage.completion_tokens) if usage else None, prompt, content
             )
-        except openai.APIStatusError as exc:
-            logger.info("answer metadata as %s refused (HTTP %s)", level, exc.status_code)
-            continue
-        except openai.APIError as exc:
-            logger.warning("answer metadata failed: %s", describe_error(exc))
-            return None
-        if server.response_format != level:
-            logger.info("%s: structured output falls back to %s", answerer.model, level)
-            server.response_format = level
-        choices = getattr(response, "choices", None) or []
-        content = (choices[0].message.content if choices else None) or ""
-        usage = getattr(response, "usage", None)
-        answerer.add_usage(
-            (usage.prompt_tokens, usage.completion_tokens) if usage else None, prompt, content
-        )
-        return parse_json_object(content)
+            return parse_json_object(content)
+    finally:
+        settle(answered=answered, error=error)
     return None

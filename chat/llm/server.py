@@ -13,20 +13,24 @@ import json
 import logging
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache, lru_cache
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 from urllib.parse import urlsplit
 
 import openai
 from django.conf import settings
 
 from chat.events import AnswerError
+from notebook.breakers import breaker
 from notebook.textutil import estimate_tokens
 
 if TYPE_CHECKING:
+    from types import TracebackType
+
     import tiktoken
+    from openai.types.chat import ChatCompletionChunk
 
 logger = logging.getLogger(__name__)
 
@@ -109,6 +113,134 @@ def cut_off(exc: openai.APIError | None) -> AnswerError:
         detail = " ".join(exc.message.split())[:200]
         why = f"the language model at {host} reported an error ({detail})"
     return AnswerError(f"The answer was cut off: {why}. Retry to ask again.")
+
+
+# --- Circuit breaker: every chat-model request goes through the "llm" breaker
+# (notebook.breakers). After LLM_BREAKER_FAILURES failed requests in a row the model is skipped
+# for LLM_BREAKER_SECONDS: helpers give up at once, and questions are answered offline
+# (chat.agent.get_answerer) instead of each waiting out timeouts and retries.
+
+
+class ModelUnavailable(AnswerError):
+    """The chat model is being skipped after failing; the request was not sent."""
+
+
+def model_available() -> bool:
+    """Whether to ask the chat model now: its breaker is closed, or half-open (the next
+    request is the trial that tells whether it is back)."""
+    return breaker("llm").state != "open"
+
+
+def unavailable_notice() -> str:
+    """Why an answer comes from the offline answerer although CHAT_MODEL is set."""
+    circuit = breaker("llm")
+    return (
+        f"The language model at {_host()} failed {circuit.threshold} times in a row, so this "
+        "answer quotes the sources directly (offline answerer). The model is tried again "
+        f"in about {max(1, round(circuit.retry_in()))} s."
+    )
+
+
+def is_outage(exc: BaseException) -> bool:
+    """Whether a request's error says the server is down or overloaded: no connection, a
+    timeout, 429 or 5xx (after the SDK's own retries). Other 4xx say it refused this request
+    (an unsupported parameter, which the callers work around), so the server is up."""
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code == 429 or exc.status_code >= 500
+    return isinstance(exc, openai.APIConnectionError)  # timeouts included
+
+
+def record(error: BaseException | None) -> None:
+    """Tell the breaker how a request it allowed ended: None for a reply, else its error."""
+    circuit = breaker("llm")
+    if error is None or (isinstance(error, openai.APIStatusError) and not is_outage(error)):
+        circuit.success()
+    elif is_outage(error):
+        if circuit.failure():
+            logger.warning(
+                "the language model at %s failed %s times in a row; answering offline for %s s",
+                _host(), circuit.threshold, settings.LLM_BREAKER_SECONDS,
+            )  # fmt: skip
+    else:
+        circuit.release()  # says nothing about the server
+
+
+def settle(*, answered: bool, error: BaseException | None) -> None:
+    """Record a call that may have taken several requests (structured-output levels): any
+    reply means the server is up; else its last error decides."""
+    if answered or error is not None:
+        record(None if answered else error)
+    else:
+        breaker("llm").release()
+
+
+def allow() -> bool:
+    """Whether the breaker lets a request through; True obliges the caller to `record`."""
+    return breaker("llm").allow()
+
+
+class GuardedStream:
+    """A streamed completion that tells the breaker how it ended: a failure when it broke
+    (network, timeout), a success when it ran to its end, nothing when the reader left early
+    (a closed page; `__exit__` frees a trial it held)."""
+
+    def __init__(self, stream: openai.Stream[ChatCompletionChunk]) -> None:
+        self._stream = stream
+        self._recorded = False
+
+    def __enter__(self) -> GuardedStream:
+        self._stream.__enter__()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if not self._recorded:
+            self._recorded = True
+            breaker("llm").release()
+        self._stream.__exit__(kind, exc, traceback)
+
+    def __iter__(self) -> Iterator[ChatCompletionChunk]:
+        try:
+            yield from self._stream
+        except Exception as exc:
+            self._record(exc)
+            raise
+        self._record(None)
+
+    def _record(self, error: BaseException | None) -> None:
+        if not self._recorded:
+            self._recorded = True
+            record(error)
+
+
+def stream_chat(api: openai.OpenAI, **request: Any) -> GuardedStream:
+    """`api.chat.completions.create(**request)`, a streamed request (`stream=True`), through
+    the breaker: raises ModelUnavailable without sending anything while it is open; the SDK's
+    errors pass through unchanged, after being counted."""
+    if not request.get("stream"):
+        raise ValueError("stream_chat is for streamed requests")
+    if not allow():
+        raise ModelUnavailable(unavailable_message())
+    try:
+        stream = api.chat.completions.create(**request)
+    except BaseException as exc:
+        record(exc)
+        raise
+    return GuardedStream(cast("openai.Stream[ChatCompletionChunk]", stream))
+
+
+def unavailable_message() -> str:
+    """What the user reads when an answer needs the model while it is being skipped."""
+    return (
+        f"The language model at {_host()} failed {breaker('llm').threshold} times in a row "
+        f"and is skipped for now; it is tried again in about "
+        f"{max(1, round(breaker('llm').retry_in()))} s. Retry then, or ask again: the next "
+        "question is answered from the sources directly."
+    )
 
 
 @lru_cache(maxsize=4)

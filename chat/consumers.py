@@ -30,11 +30,11 @@ from django.template.loader import render_to_string
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from chat import runner, selectors, services
+from chat import answering, runner, selectors
 from chat.forms import AskForm
 from chat.models import Conversation, Message
 from chat.rendering import IN_PROGRESS, present
-from notebook.ratelimit import RateLimited, rate_limit, user_key
+from notebook.ratelimit import RateLimited
 from notebook.websocket import CLOSE_SESSION_ENDED, UserClose, session_is_current, user_group_name
 
 if TYPE_CHECKING:
@@ -102,24 +102,27 @@ def _fresh(message: Message) -> Message:
 def in_progress_answers(user: User, conversation_id: int) -> list[int]:
     """Answers of the conversation still being written (Refused if it is not the user's)."""
     _conversation(user, conversation_id)
+    answering.settle(conversation_id=conversation_id)
     answers = selectors.message_list(user=user, conversation_id=conversation_id).filter(
         role=Message.Role.ASSISTANT, status__in=IN_PROGRESS
     )
     return list(answers.values_list("pk", flat=True))
 
 
-def ask(user: User, conversation_id: int, content: str, csrf_token: str) -> Asked:
+def ask(user: User, conversation_id: int, content: str, csrf_token: str, mode: str = "") -> Asked:
     conversation = _conversation(user, conversation_id)
     try:
-        rate_limit(scope="chat", key=user_key(user))
-        question, answer = services.message_ask(conversation=conversation, content=content)
+        question, answer = answering.ask(
+            user=user, conversation=conversation, content=content, mode=mode
+        )
     except (ValidationError, RateLimited) as exc:
-        form = AskForm({"content": content})
+        form = AskForm({"content": content, "mode": mode or conversation.mode})
         form.is_valid()
         # A dict of field errors lands on its fields; a refusal shows above the kept question.
         form.add_error(None, exc.message if isinstance(exc, RateLimited) else exc)
         return Asked(form_html=_form_html(conversation, form, csrf_token))
-    return Asked(question, answer, _form_html(conversation, AskForm(), csrf_token))
+    fresh = AskForm(initial={"mode": question.mode or conversation.mode})
+    return Asked(question, answer, _form_html(conversation, fresh, csrf_token))
 
 
 def retry(
@@ -136,8 +139,7 @@ def retry(
     if message.conversation_id != conversation_id:
         return Asked()
     try:
-        rate_limit(scope="chat", key=user_key(user))
-        return Asked(answer=services.message_retry(message=message, continue_answer=go_on))
+        return Asked(answer=answering.retry(user=user, message=message, continue_answer=go_on))
     except RateLimited as exc:
         refusal = AskForm.refusing(exc.message)
         return Asked(form_html=_form_html(conversation, refusal, csrf_token))
@@ -213,20 +215,20 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels is
             if data.get("action") in ("retry", "continue"):
                 await self._retry(data.get("message_id"), go_on=data.get("action") == "continue")
             else:
-                await self._ask(data.get("content"))
+                await self._ask(data.get("content"), data.get("mode"))
         except Refused:
             # The conversation went away or is no longer this user's: say nothing more.
             await self.close(code=4404)
 
-    async def _ask(self, content: object) -> None:
+    async def _ask(self, content: object, mode: object = "") -> None:
         text = content if isinstance(content, str) else ""
         asked = await database_sync_to_async(ask)(
-            self.user, self.conversation_id, text, self.csrf_token
-        )
+            self.user, self.conversation_id, text, self.csrf_token,
+            mode if isinstance(mode, str) else "",
+        )  # fmt: skip
         await self.send(text_data=asked.form_html)
-        if asked.question is None or asked.answer is None:
-            return
-        await self._show(asked.question.pk, asked.answer.pk)
+        if asked.answer is not None:
+            self.in_flight.add(asked.answer.pk)
 
     async def _retry(self, message_id: object, *, go_on: bool = False) -> None:
         try:
@@ -238,20 +240,8 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels is
         )
         if retried.form_html:
             await self.send(text_data=retried.form_html)
-        if retried.answer is not None:
-            await self._show(None, retried.answer.pk)
-
-    async def _show(self, question_id: int | None, answer_id: int) -> None:
-        """Show the messages in every tab of the conversation, then start the answer: its
-        events queue behind this one."""
-        event: ShowMessages = {
-            "type": "chat.show",
-            "question_id": question_id,
-            "answer_id": answer_id,
-        }
-        await self.channel_layer.group_send(runner.group_name(self.conversation_id), event)
-        runner.start(answer_id, self.conversation_id)
-        self.in_flight.add(answer_id)
+        if retried.answer is not None:  # the runner shows it in every tab, then answers
+            self.in_flight.add(retried.answer.pk)
 
     async def _session_current(self) -> bool:
         """False, having closed the socket, once its session no longer logs the user in."""

@@ -37,7 +37,9 @@ def remember_loop() -> None:
     _server_loop = asyncio.get_running_loop()
 
 
-def publish(conversation_id: int, event: str, data: dict[str, Any]) -> None:
+def publish(
+    conversation_id: int, event: str, data: dict[str, Any], *, kind: str = "chat.event"
+) -> None:
     """Send one event to every socket following the conversation.
 
     The in-memory channel layer's queues belong to the server's event loop: a send from
@@ -46,7 +48,7 @@ def publish(conversation_id: int, event: str, data: dict[str, Any]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
-    message = {"type": "chat.event", "event": event, "data": data}
+    message = {"type": kind, "event": event, "data": data, **(data if kind != "chat.event" else {})}
     loop = _server_loop
     try:
         if loop is not None and loop.is_running() and not loop.is_closed():
@@ -60,9 +62,14 @@ def publish(conversation_id: int, event: str, data: dict[str, Any]) -> None:
         logger.warning("could not publish %s for conversation %s", event, conversation_id)
 
 
-def run(message_id: int, conversation_id: int, also: Emit | None = None) -> None:
-    """Generate and publish (and hand events to `also`); the thread's database connection is
-    closed afterwards."""
+def run(
+    message_id: int, conversation_id: int, also: Emit | None = None, question_id: int | None = None
+) -> None:
+    """Show the question (if new) and the pending answer in every open page of the
+    conversation, then generate and publish (and hand events to `also`); the thread's
+    database connection is closed afterwards."""
+    show = {"question_id": question_id, "answer_id": message_id}
+    publish(conversation_id, "show", show, kind="chat.show")
 
     def emit(event: str, data: dict[str, Any]) -> None:
         publish(conversation_id, event, data)
@@ -90,15 +97,19 @@ def run(message_id: int, conversation_id: int, also: Emit | None = None) -> None
         connections.close_all()
 
 
-def start(message_id: int, conversation_id: int, also: Emit | None = None) -> threading.Thread:
-    """Generate in a background thread of this process (it outlives the request or socket)."""
+def start(
+    message_id: int, conversation_id: int, also: Emit | None = None, question_id: int | None = None
+) -> threading.Thread:
+    """Generate in a background thread of this process (it outlives the request or socket).
+    Called by chat.answering once the question is saved; `question_id` for a new question,
+    None for a retry."""
     # Called on the server's loop (the consumer): remember it. From a sync view (no loop in
     # this thread) the loop a consumer remembered is used, if any.
     with contextlib.suppress(RuntimeError):
         remember_loop()
     thread = threading.Thread(
         target=run,
-        args=(message_id, conversation_id, also),
+        args=(message_id, conversation_id, also, question_id),
         name=f"answer-{message_id}",
         daemon=True,
     )
@@ -106,23 +117,25 @@ def start(message_id: int, conversation_id: int, also: Emit | None = None) -> th
     return thread
 
 
-def stream(
-    message_id: int, conversation_id: int, timeout: float = 600
-) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Start generation now and return its events until `done` or `error` (for SSE). If the
-    reader goes away, even before reading anything, the answer is generated and saved."""
-    events: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
-    start(message_id, conversation_id, also=lambda event, data: events.put((event, data)))
+class Listener:
+    """Pass as `also` when starting an answer (chat.answering) to read its events until `done`
+    or `error` (for SSE). If the reader goes away, even before reading anything, the answer is
+    generated and saved all the same."""
 
-    def read() -> Iterator[tuple[str, dict[str, Any]]]:
+    def __init__(self, timeout: float = 600) -> None:
+        self.queue: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
+        self.timeout = timeout
+
+    def __call__(self, event: str, data: dict[str, Any]) -> None:
+        self.queue.put((event, data))
+
+    def events(self, message_id: int) -> Iterator[tuple[str, dict[str, Any]]]:
         while True:
             try:
-                event, data = events.get(timeout=timeout)
+                event, data = self.queue.get(timeout=self.timeout)
             except queue.Empty:
                 yield "error", {"message_id": message_id, "message": "The answer timed out."}
                 return
             yield event, data
             if event in ("done", "error"):
                 return
-
-    return read()

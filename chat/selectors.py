@@ -1,9 +1,8 @@
 """Reads of conversations and messages. A conversation is private to the user who started it
 and only while its notebook is still visible to them; anything else answers Http404.
 
-Reading messages first settles the conversation's abandoned answers (interrupted, see
-chat.services.message_interrupt_abandoned), so that a page, a poll or the API never shows an
-answer as still being written after the process writing it died, even without a worker."""
+Selectors only read: callers that show answers settle abandoned ones first
+(chat.answering.settle)."""
 
 from __future__ import annotations
 
@@ -12,11 +11,8 @@ from typing import TYPE_CHECKING
 from django.db.models import Count, QuerySet
 from django.shortcuts import get_object_or_404
 
-from chat.models import Conversation, Message
-from chat.services import message_interrupt_abandoned
-from notes.selectors import notebook_list
-
-IN_PROGRESS = (Message.Status.PENDING, Message.Status.STREAMING)
+from chat.models import Conversation, ConversationSummary, Memory, Message
+from notes.selectors import notebook_get, notebook_list
 
 if TYPE_CHECKING:
     from notebook.types import User
@@ -50,21 +46,39 @@ def conversation_get(*, user: User, conversation_id: int) -> Conversation:
 
 
 def message_list(*, user: User, conversation_id: int) -> QuerySet[Message]:
-    """The conversation's messages, oldest first (abandoned answers settled first)."""
+    """The conversation's messages, oldest first."""
     conversation = conversation_get(user=user, conversation_id=conversation_id)
-    message_interrupt_abandoned(conversation_id=conversation.pk)
     return conversation.messages.order_by("created_at", "pk")
 
 
 def message_get(*, user: User, message_id: int) -> Message:
-    """One message of the user's conversations (an abandoned answer settled first)."""
-    message = get_object_or_404(
+    """One message of the user's conversations."""
+    return get_object_or_404(
         Message.objects.filter(conversation__in=_visible_conversations(user=user)).select_related(
             "conversation"
         ),
         pk=message_id,
     )
-    in_progress = message.role == Message.Role.ASSISTANT and message.status in IN_PROGRESS
-    if in_progress and message_interrupt_abandoned(conversation_id=message.conversation_id):
-        message.refresh_from_db()
-    return message
+
+
+def memory_list(*, user: User, notebook_id: int) -> QuerySet[Memory]:
+    """The user's memories of one notebook they may see (Http404 otherwise), the most
+    important first. Memories are per user: a notebook's other members never see them."""
+    notebook = notebook_get(user=user, notebook_id=notebook_id)
+    return Memory.objects.filter(owner=user, notebook=notebook).order_by(
+        "-importance", "-created_at", "-pk"
+    )
+
+
+def memory_get(*, user: User, memory_id: int) -> Memory:
+    """One of the user's memories, of a notebook they may still see; Http404 otherwise."""
+    memories = Memory.objects.filter(owner=user, notebook__in=notebook_list(user=user))
+    return get_object_or_404(memories.select_related("notebook"), pk=memory_id)
+
+
+def summary_list(*, user: User, conversation_id: int) -> QuerySet[ConversationSummary]:
+    """The summaries of one of the user's conversations (chat.compaction), oldest first."""
+    conversation = conversation_get(user=user, conversation_id=conversation_id)
+    return ConversationSummary.objects.filter(conversation=conversation).order_by(
+        "first_message_id"
+    )

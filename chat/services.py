@@ -14,6 +14,7 @@ from django.db.models import DateTimeField, ExpressionWrapper
 from django.db.models.functions import Now
 
 from attachments.models import NoteAttachment
+from chat import modes
 from chat.models import Conversation, Message
 from notes.models import Note, Notebook
 
@@ -67,6 +68,15 @@ def conversation_rename(*, conversation: Conversation, title: str) -> Conversati
     return conversation
 
 
+def conversation_set_mode(*, conversation: Conversation, mode: str) -> Conversation:
+    if not modes.valid(mode):
+        choices = ", ".join(modes.MODES)
+        raise ValidationError({"mode": ValidationError(f"Choose a mode: {choices}.", "invalid")})
+    conversation.mode = mode
+    conversation.save(update_fields=["mode", "updated_at"])
+    return conversation
+
+
 def conversation_delete(*, conversation: Conversation) -> None:
     conversation.delete()
 
@@ -82,10 +92,17 @@ def ready_documents(conversation: Conversation) -> bool:
     return conversation.note_id is None and notes.exclude(body="").exists()
 
 
-def message_ask(*, conversation: Conversation, content: str) -> tuple[Message, Message]:
-    """Save the question and a pending answer to it; the caller starts generation (see
-    chat.runner). Refuses empty or over-long questions and a scope with nothing to search."""
+def message_ask(
+    *, conversation: Conversation, content: str, mode: str = ""
+) -> tuple[Message, Message]:
+    """Save the question (in `mode`, default the conversation's, which it then becomes) and a
+    pending answer to it; the caller starts generation (chat.answering). Refuses empty or
+    over-long questions, an unknown mode and a scope with nothing to search."""
     question = _clean_question(content)
+    mode = mode or conversation.mode
+    if not modes.valid(mode):
+        choices = ", ".join(modes.MODES)
+        raise ValidationError({"mode": ValidationError(f"Choose a mode: {choices}.", "invalid")})
     if not ready_documents(conversation):
         message = (
             "There is nothing to search here yet: attach a PDF and wait until it is ready "
@@ -94,7 +111,7 @@ def message_ask(*, conversation: Conversation, content: str) -> tuple[Message, M
         raise ValidationError({"content": ValidationError(message, "no_documents")})
     with transaction.atomic():
         asked = Message.objects.create(
-            conversation=conversation, role=Message.Role.USER, content=question
+            conversation=conversation, role=Message.Role.USER, content=question, mode=mode
         )
         answer = Message.objects.create(
             conversation=conversation,
@@ -104,7 +121,8 @@ def message_ask(*, conversation: Conversation, content: str) -> tuple[Message, M
         )
         if conversation.messages.count() == 2 and conversation.title.startswith("About "):
             conversation.title = question[:TITLE_CHARS]
-        conversation.save(update_fields=["title", "updated_at"])
+        conversation.mode = mode
+        conversation.save(update_fields=["title", "mode", "updated_at"])
     return asked, answer
 
 

@@ -3,22 +3,19 @@ plain-form fallbacks of what the page otherwise does over its WebSocket (chat.co
 
 from __future__ import annotations
 
-from functools import partial
-
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.db import transaction
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
-from chat import runner, selectors, services
+from chat import answering, selectors, services
 from chat.forms import AskForm, RenameForm
 from chat.models import Conversation, Message
 from chat.rendering import present
-from notebook.ratelimit import RateLimited, rate_limit, too_many_requests, user_key
+from notebook.ratelimit import RateLimited, too_many_requests
 from notebook.types import AuthenticatedHttpRequest
 from notes.selectors import note_get, notebook_get
 
@@ -35,10 +32,6 @@ def _list_url(conversation: Conversation) -> str:
 
 def _answer_url(conversation: Conversation, message: Message) -> str:
     return reverse("chat:conversation", args=[conversation.pk]) + f"#message-{message.pk}"
-
-
-def _start_on_commit(message: Message) -> None:
-    transaction.on_commit(partial(runner.start, message.pk, message.conversation_id))
 
 
 @login_required
@@ -76,6 +69,7 @@ def note_conversations(request: AuthenticatedHttpRequest, note_id: int) -> HttpR
 def _conversation_page(
     request: AuthenticatedHttpRequest, conversation: Conversation, form: AskForm
 ) -> HttpResponse:
+    answering.settle(conversation_id=conversation.pk)
     items = [
         present(m)
         for m in selectors.message_list(user=request.user, conversation_id=conversation.pk)
@@ -105,9 +99,11 @@ def conversation_ask(request: AuthenticatedHttpRequest, conversation_id: int) ->
     form = AskForm(request.POST)
     if form.is_valid():
         try:
-            rate_limit(scope="chat", key=user_key(request.user))
-            _, answer = services.message_ask(
-                conversation=conversation, content=form.cleaned_data["content"]
+            _, answer = answering.ask(
+                user=request.user,
+                conversation=conversation,
+                content=form.cleaned_data["content"],
+                mode=form.cleaned_data["mode"],
             )
         except RateLimited as exc:
             form.add_error(None, exc.message)  # the question stays in the form
@@ -118,7 +114,6 @@ def conversation_ask(request: AuthenticatedHttpRequest, conversation_id: int) ->
         except ValidationError as exc:
             form.add_error(None, exc)  # a dict of field errors lands on its fields
         else:
-            _start_on_commit(answer)
             return redirect(_answer_url(conversation, answer))
     return _conversation_page(request, conversation, form)
 
@@ -177,7 +172,7 @@ def conversation_delete(request: AuthenticatedHttpRequest, conversation_id: int)
 @require_http_methods(["GET"])
 def message_detail(request: AuthenticatedHttpRequest, message_id: int) -> HttpResponse:
     """One message as the page shows it; an answer being written polls itself with this."""
-    message = selectors.message_get(user=request.user, message_id=message_id)
+    message = answering.settled(selectors.message_get(user=request.user, message_id=message_id))
     return render(request, MESSAGE, {"item": present(message)})
 
 
@@ -186,17 +181,16 @@ def message_detail(request: AuthenticatedHttpRequest, message_id: int) -> HttpRe
 def message_retry(request: AuthenticatedHttpRequest, message_id: int) -> HttpResponse:
     """Answer again (or, with `continue=1`, continue an answer cut short); either spends a
     question from the same budget as asking."""
-    message = selectors.message_get(user=request.user, message_id=message_id)
+    message = answering.settled(selectors.message_get(user=request.user, message_id=message_id))
     try:
-        rate_limit(scope="chat", key=user_key(request.user))
-        message = services.message_retry(
-            message=message, continue_answer=request.POST.get("continue") == "1"
+        message = answering.retry(
+            user=request.user,
+            message=message,
+            continue_answer=request.POST.get("continue") == "1",
         )
     except RateLimited as exc:
         page = _conversation_page(request, message.conversation, AskForm.refusing(exc.message))
         return too_many_requests(page, exc)
     except ValidationError as exc:
         messages.error(request, " ".join(exc.messages))
-    else:
-        _start_on_commit(message)
     return redirect(_answer_url(message.conversation, message))

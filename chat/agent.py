@@ -27,8 +27,10 @@ from django.db import connections
 from django.db.models import F, Q
 from django.db.models.functions import Now
 
-from chat.citations import allowed_links, verify
+from chat.citations import allowed_links, renumber, verify
+from chat.compaction import history_for, schedule_compaction_if_needed, summaries_for
 from chat.events import AnswerError, Event, Finished, Token, ToolActivity
+from chat.memory import memories_for_prompt, schedule_memory_extraction
 from chat.models import Message
 from chat.tools import ToolContext
 
@@ -38,11 +40,11 @@ SAVE_EVERY = 0.5  # seconds between saves of a streaming answer
 # Seconds between the heartbeats of the answers this process writes; well under
 # chat.services.ABANDONED_AFTER_SECONDS.
 HEARTBEAT_SECONDS = 10.0
-HISTORY_TURNS = 6  # earlier messages the answerer sees
 
 
 class Answerer(Protocol):
     name: str  # "llm" | "extractive"
+    notice: str  # why this answerer answers, when it stands in for another (shown)
 
     def run(
         self, question: str, history: list[tuple[str, str]], context: ToolContext
@@ -50,25 +52,22 @@ class Answerer(Protocol):
 
 
 def get_answerer() -> Answerer:
-    """The chat model when CHAT_MODEL is set, else the offline extractive answerer."""
-    if settings.CHAT_MODEL:
-        from chat.llm import LLMAnswerer
-
-        return LLMAnswerer()
+    """The chat model when CHAT_MODEL is set, else the offline extractive answerer. While the
+    model's circuit breaker is open (it failed LLM_BREAKER_FAILURES times in a row) the
+    extractive answerer stands in, its `notice` saying why."""
     from chat.extractive import ExtractiveAnswerer
 
+    if settings.CHAT_MODEL:
+        from chat.llm.server import model_available, unavailable_notice
+
+        if model_available():
+            from chat.llm import LLMAnswerer
+
+            return LLMAnswerer()
+        offline = ExtractiveAnswerer()
+        offline.notice = unavailable_notice()
+        return offline
     return ExtractiveAnswerer()
-
-
-def _history(message: Message) -> list[tuple[str, str]]:
-    earlier = (
-        Message.objects.filter(conversation_id=message.conversation_id, pk__lt=message.pk)
-        .exclude(pk=message.reply_to_id or 0)
-        .filter(status=Message.Status.COMPLETE)
-        .order_by("-pk")
-        .values_list("role", "content")[:HISTORY_TURNS]
-    )
-    return [(role, content) for role, content in reversed(earlier)]
 
 
 def claim(message_id: int) -> int | None:
@@ -159,14 +158,23 @@ def _generate(message_id: int, attempt: int, emit: Emit, answerer: Answerer | No
     ).get(pk=message_id)
     conversation = message.conversation
     answerer = answerer or get_answerer()
+    asked = message.reply_to
     context = ToolContext(
         user=conversation.owner,
         notebook=conversation.notebook,
         note=conversation.note,
         conversation=conversation,
         continuing=str((message.metadata or {}).get("continue_from", "")),
+        mode=(asked.mode if asked else "") or conversation.mode,
+        summaries=summaries_for(conversation),
     )
-    question = message.reply_to.content if message.reply_to else ""
+    if asked is not None and not context.continuing:
+        context.memories = memories_for_prompt(
+            user=conversation.owner, notebook=conversation.notebook, question=asked.content
+        )
+    question = asked.content if asked else ""
+    if asked is not None:
+        _reformulate(asked, context, emit, message.pk)
     started = time.perf_counter()
     timings: dict[str, float] = {"retrieval": 0.0}
     parts: list[str] = [context.continuing] if context.continuing else []
@@ -182,7 +190,7 @@ def _generate(message_id: int, attempt: int, emit: Emit, answerer: Answerer | No
                answerer=answerer.name, **fields)  # fmt: skip
 
     try:
-        for event in answerer.run(question, _history(message), context):
+        for event in answerer.run(question, history_for(message), context):
             if isinstance(event, Token):
                 if "first_token" not in timings:
                     timings["first_token"] = round(time.perf_counter() - started, 3)
@@ -213,6 +221,7 @@ def _generate(message_id: int, attempt: int, emit: Emit, answerer: Answerer | No
 
     content = finished.text if finished.text is not None else "".join(parts)
     citations, refused = verify(content, context.sources, finished.quotes)
+    content, citations = renumber(content, citations)
     grounding = _grounding(citations, finished)
     timings["retrieval"] = round(timings["retrieval"], 3)
     timings["total"] = round(time.perf_counter() - started, 3)
@@ -227,6 +236,10 @@ def _generate(message_id: int, attempt: int, emit: Emit, answerer: Answerer | No
     }
     if finished.cut_short:
         metadata["cut_short"] = True
+    if finished.context:  # the chat model's context slots, in tokens
+        metadata["context"] = finished.context
+    if notice := getattr(answerer, "notice", ""):  # test doubles may not have one
+        metadata["notice"] = notice
     # A confidence badge on an answer nothing verifiable supports would mislead.
     confidence = finished.confidence if grounding != "unsourced" else ""
     parts[:] = [content]  # what is saved: the cleaned text, if cleaning changed it
@@ -241,6 +254,8 @@ def _generate(message_id: int, attempt: int, emit: Emit, answerer: Answerer | No
         metadata=metadata,
     )
     conversation.save(update_fields=["updated_at"])
+    schedule_compaction_if_needed(conversation.pk)  # in the background; never raises
+    schedule_memory_extraction(message)  # likewise
     emit(
         "done",
         {
@@ -253,10 +268,38 @@ def _generate(message_id: int, attempt: int, emit: Emit, answerer: Answerer | No
             "grounding": grounding,
             "cut_short": finished.cut_short,
             "timings": timings,
+            "content": content,  # as saved: cleaned, citations renumbered
         },
     )
     message.refresh_from_db()
     return message
+
+
+def _reformulate(asked: Message, context: ToolContext, emit: Emit, answer_id: int) -> None:
+    """What retrieval searches for the question (its reformulation when it follows up), with
+    the anchor documents, saved on the question and shown. A continued answer keeps what its
+    question searched. Never fails the answer: on any error the question is searched as is."""
+    from chat.reformulation import Reformulation, reformulate
+
+    if context.continuing and asked.search_query:
+        found = Reformulation(asked.search_query, asked.is_follow_up, anchors=asked.anchors)
+    else:
+        try:
+            found = reformulate(asked)
+        except Exception:
+            logger.exception("reformulation of question %s failed; searching it as asked", asked.pk)
+            found = Reformulation(asked.content)
+        Message.objects.filter(pk=asked.pk).update(
+            search_query=found.query, is_follow_up=found.is_follow_up, anchors=found.anchors
+        )
+    context.search_query = found.query
+    context.anchors = found.anchors if found.is_follow_up else []
+    context.anchor_pages = found.pages if found.is_follow_up else []
+    emit(
+        "searched",
+        {"message_id": answer_id, "question_id": asked.pk, "query": found.query,
+         "is_follow_up": found.is_follow_up, "anchors": context.anchors},
+    )  # fmt: skip
 
 
 def _grounding(citations: list[dict[str, Any]], finished: Finished) -> str:

@@ -16,16 +16,19 @@ from ninja import Router, Status
 from ninja.pagination import LimitOffsetPagination, paginate
 from ninja.params.functions import Query as query_param
 
-from chat import runner, selectors, services
-from chat.models import Conversation, Message
+from chat import answering, compaction, memory, runner, selectors, services
+from chat.models import Conversation, ConversationSummary, Memory, Message
 from chat.schemas import (
+    CompactionOut,
     ConversationIn,
     ConversationOut,
     ConversationPatch,
+    MemoriesForgotten,
+    MemoryOut,
     MessageIn,
     MessageOut,
+    SummaryOut,
 )
-from notebook.ratelimit import rate_limit, user_key
 from notebook.types import AuthenticatedHttpRequest
 from notes.selectors import note_get, notebook_get
 
@@ -85,6 +88,8 @@ def update_conversation(
     conversation = selectors.conversation_get(user=request.user, conversation_id=conversation_id)
     if payload.title is not None:
         services.conversation_rename(conversation=conversation, title=payload.title)
+    if payload.mode is not None:
+        services.conversation_set_mode(conversation=conversation, mode=payload.mode)
     return conversation
 
 
@@ -100,7 +105,9 @@ def delete_conversation(request: AuthenticatedHttpRequest, conversation_id: int)
 @paginate(LimitOffsetPagination)
 def list_messages(request: AuthenticatedHttpRequest, conversation_id: int) -> QuerySet[Message]:
     """Questions and answers, oldest first, with everything saved on each answer."""
-    return selectors.message_list(user=request.user, conversation_id=conversation_id)
+    conversation = selectors.conversation_get(user=request.user, conversation_id=conversation_id)
+    answering.settle(conversation_id=conversation.pk)
+    return selectors.message_list(user=request.user, conversation_id=conversation.pk)
 
 
 @router.post("/conversations/{conversation_id}/messages", response={201: MessageOut})
@@ -109,15 +116,22 @@ def create_message(
 ) -> Status[Message] | StreamingHttpResponse:
     """Ask a question. By default, wait and get the finished answer (201; check its `status`).
     With `Accept: text/event-stream` or `"stream": true`, get Server-Sent Events instead:
-    `message` (question_id, message_id), then `tool`, `token` and `citation` events, ending
-    with `done` or `error`. The answer is saved even if you stop reading. Too many questions
-    a minute: 429 with Retry-After, nothing saved."""
+    `message` (question_id, message_id), `searched` (the query searched, whether the question
+    was read as a follow-up, the anchor documents), then `tool`, `token` and `citation`
+    events, ending with `done` or `error`. The answer is saved even if you stop reading.
+    Too many questions a minute: 429 with Retry-After, nothing saved."""
     conversation = selectors.conversation_get(user=request.user, conversation_id=conversation_id)
-    rate_limit(scope="chat", key=user_key(request.user))
-    question, answer = services.message_ask(conversation=conversation, content=payload.content)
+    listener = runner.Listener()
+    question, answer = answering.ask(
+        user=request.user,
+        conversation=conversation,
+        content=payload.content,
+        mode=payload.mode,
+        also=listener,
+    )
     if _wants_stream(request, payload.stream):
-        return _event_stream(request, answer, question_id=question.pk)
-    return Status(201, _finished(request, answer))
+        return _event_stream(request, answer, listener, question_id=question.pk)
+    return Status(201, _finished(request, answer, listener))
 
 
 @router.post("/messages/{message_id}/retry", response=MessageOut)
@@ -132,22 +146,26 @@ def retry_message(
     finished answer, or Server-Sent Events with `?stream=true` or `Accept: text/event-stream`
     (as when asking). No body. A retry spends a question of the same budget as asking (429
     with Retry-After beyond it)."""
-    message = selectors.message_get(user=request.user, message_id=message_id)
-    rate_limit(scope="chat", key=user_key(request.user))
-    answer = services.message_retry(message=message, continue_answer=continue_answer)
+    message = answering.settled(selectors.message_get(user=request.user, message_id=message_id))
+    listener = runner.Listener()
+    answer = answering.retry(
+        user=request.user, message=message, continue_answer=continue_answer, also=listener
+    )
     if _wants_stream(request, stream):
-        return _event_stream(request, answer, question_id=answer.reply_to_id)
-    return _finished(request, answer)
+        return _event_stream(request, answer, listener, question_id=answer.reply_to_id)
+    return _finished(request, answer, listener)
 
 
 def _wants_stream(request: AuthenticatedHttpRequest, flag: bool) -> bool:
     return flag or request.get_preferred_type(SSE_TYPES) == "text/event-stream"
 
 
-def _finished(request: AuthenticatedHttpRequest, answer: Message) -> Message:
-    """Generate and wait until the answer is done (or failed, or timed out while the
-    generation goes on), then read it back as saved."""
-    for _event in runner.stream(answer.pk, answer.conversation_id):
+def _finished(
+    request: AuthenticatedHttpRequest, answer: Message, listener: runner.Listener
+) -> Message:
+    """Wait until the answer is done (or failed, or timed out while the generation goes on),
+    then read it back as saved."""
+    for _event in listener.events(answer.pk):
         pass
     return selectors.message_get(user=request.user, message_id=answer.pk)
 
@@ -158,7 +176,11 @@ def _sse(event: str, data: dict[str, Any]) -> bytes:
 
 
 def _event_stream(
-    request: AuthenticatedHttpRequest, answer: Message, *, question_id: int | None
+    request: AuthenticatedHttpRequest,
+    answer: Message,
+    listener: runner.Listener,
+    *,
+    question_id: int | None,
 ) -> StreamingHttpResponse:
     opening = _sse(
         "message",
@@ -168,7 +190,7 @@ def _event_stream(
             "message_id": answer.pk,
         },
     )
-    events = runner.stream(answer.pk, answer.conversation_id)
+    events = listener.events(answer.pk)
     # Django buffers a sync iterator whole under ASGI (and an async one under WSGI): give each
     # server the kind it streams.
     content: Iterator[bytes] | AsyncIterator[bytes]
@@ -199,3 +221,52 @@ async def _async_frames(opening: bytes, events: Events) -> AsyncIterator[bytes]:
     pull = sync_to_async(_next_event, thread_sensitive=False, executor=STREAM_WAITERS)
     while (item := await pull(events)) is not None:
         yield _sse(*item)
+
+
+# --- Memories (chat.memory): per user and notebook ---------------------------------------------
+
+
+@router.get("/notebooks/{notebook_id}/memories", response=list[MemoryOut], tags=["memories"])
+@paginate(LimitOffsetPagination)
+def list_memories(request: AuthenticatedHttpRequest, notebook_id: int) -> QuerySet[Memory]:
+    """What your chats in this notebook remember about you (at most 50), most important
+    first. Only you see your memories."""
+    return selectors.memory_list(user=request.user, notebook_id=notebook_id)
+
+
+@router.delete("/memories/{memory_id}", response={204: None}, tags=["memories"])
+def delete_memory(request: AuthenticatedHttpRequest, memory_id: int) -> Status[None]:
+    """Forget one memory."""
+    memory.memory_delete(memory=selectors.memory_get(user=request.user, memory_id=memory_id))
+    return Status(204, None)
+
+
+@router.delete("/notebooks/{notebook_id}/memories", response=MemoriesForgotten, tags=["memories"])
+def forget_memories(request: AuthenticatedHttpRequest, notebook_id: int) -> dict[str, int]:
+    """Forget everything your chats in this notebook remember; how many memories went."""
+    notebook = notebook_get(user=request.user, notebook_id=notebook_id)
+    return {"deleted": memory.memory_forget_all(owner=request.user, notebook=notebook)}
+
+
+# --- Compaction (chat.compaction): summaries of older messages ---------------------------------
+
+
+@router.get("/conversations/{conversation_id}/summaries", response=list[SummaryOut])
+def list_summaries(
+    request: AuthenticatedHttpRequest, conversation_id: int
+) -> QuerySet[ConversationSummary]:
+    """The summaries of the conversation's older messages, oldest first: what the chat model
+    reads instead of those messages (they stay readable in full through `/messages`)."""
+    return selectors.summary_list(user=request.user, conversation_id=conversation_id)
+
+
+@router.post("/conversations/{conversation_id}/compact", response=CompactionOut)
+def compact_conversation(request: AuthenticatedHttpRequest, conversation_id: int) -> dict[str, Any]:
+    """Summarise the older messages now (all but the last 10, never an answer still being
+    written), in batches of 20; with a chat model, a few batches while you wait and the rest
+    in the background. Idempotent: nothing to compact answers `compacted: 0`."""
+    conversation = selectors.conversation_get(user=request.user, conversation_id=conversation_id)
+    done = compaction.conversation_compact_now(conversation=conversation)
+    summaries = selectors.summary_list(user=request.user, conversation_id=conversation.pk)
+    return {"compacted": done.compacted, "created": done.summaries, "remaining": done.remaining,
+            "busy": done.busy, "summaries": list(summaries)}  # fmt: skip

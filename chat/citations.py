@@ -10,7 +10,7 @@ from urllib.parse import unquote, urlsplit
 from markdown_it.common.normalize_url import normalizeLinkText
 
 from attachments.models import DocumentPage
-from notebook.markdown import link_targets
+from notebook.markdown import link_targets, plain_text
 from notes.models import Note
 
 MARKER = re.compile(r"\[(\d{1,3})\]")
@@ -43,7 +43,8 @@ def source_text(source: dict[str, Any]) -> str:
         )
         return page or ""
     note = Note.objects.filter(pk=source["note_id"]).values_list("title", "body").first()
-    return f"{note[0]}\n{note[1]}" if note else ""
+    # A note is quoted as its Markdown source or as the plain text a reader sees.
+    return f"{note[0]}\n{note[1]}\n{plain_text(note[1])}" if note else ""
 
 
 def verify(
@@ -102,3 +103,23 @@ def allowed_links(content: str, *, question: str, citations: list[dict[str, Any]
         if any(form and form in text for form in forms for text in texts):
             allowed.append(href)
     return allowed
+
+
+def renumber(content: str, citations: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+    """Citations numbered 1..n in order of first use, one per number (its first verified
+    quote), with the answer's markers rewritten to match; markers that were not verified are
+    dropped from the text (the page says how many there were)."""
+    first: dict[int, dict[str, Any]] = {}
+    for citation in citations:
+        first.setdefault(int(citation["n"]), citation)
+    order = [n for n in cited_numbers(content) if n in first]
+    new = {old: i for i, old in enumerate(order, start=1)}
+
+    def swap(match: re.Match[str]) -> str:
+        n = new.get(int(match.group(2)))
+        return f"{match.group(1)}[{n}]" if n is not None else ""
+
+    text = re.sub(r"(\s*)\[(\d{1,3})\]", swap, content)
+    # A marker repeated right after itself ("[1][1]") reads as one.
+    text = re.sub(r"(\[\d{1,3}\])(?:\s*\1)+", r"\1", text)
+    return text, [{**first[old], "n": new[old]} for old in order]

@@ -40,6 +40,10 @@ class Finished:
     # The answer as it is saved, when cleaning changed what streamed (echoed prompt removed).
     text: str | None = None
     cut_short: bool = False  # the model stopped at the answer length limit
+    # Tokens per context slot of the answer's last request (chat.llm.budget.slots): system,
+    # memories, summaries, history, passages, other, total, budget, and *_dropped; the agent
+    # saves it as metadata["context"]. Empty when no model was asked.
+    context: dict[str, int] = field(default_factory=dict)
 
 
 class AnswerError(Exception):

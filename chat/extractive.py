@@ -14,12 +14,20 @@ from collections.abc import Iterator
 from typing import Any
 
 from chat.events import Event, Finished, Token
-from chat.grounding import Candidate, Evidence, search_first, sentences, terms, weigh
+from chat.grounding import (
+    Candidate,
+    Evidence,
+    key_terms,
+    search_first,
+    sentences,
+    terms,
+    weigh,
+)
+from chat.modes import ModeSpec, spec
 from chat.tools import ToolContext
 
 __all__ = ["ABSTAIN_TEXT", "ExtractiveAnswerer", "abstention", "sentences", "words"]
 
-MAX_SENTENCES = 3
 MAX_PER_PASSAGE = 2
 ABSTAIN_TEXT = (
     "The sources don't seem to contain an answer to this question. Try other words, or check "
@@ -64,41 +72,62 @@ def _escape(text: str) -> str:
 class ExtractiveAnswerer:
     name = "extractive"
 
+    def __init__(self, notice: str = "") -> None:
+        self.notice = notice  # set when it stands in for an unavailable chat model
+
     def run(
         self, question: str, history: list[tuple[str, str]], context: ToolContext
     ) -> Iterator[Event]:
         results = yield from search_first(question, context)
         passages = [p for result in results for p in result.passages]
-        evidence = weigh(question, passages, context)
-        chosen = self._choose(evidence)
+        mode = spec(context.mode)
+        # A follow-up is weighed against its search (the question completed from the thread).
+        asked = context.search_query or question
+        evidence = weigh(asked, passages, context)
+        chosen = self._choose(evidence, mode)
         if not chosen:
             yield from words(abstention(evidence))
             yield Finished(confidence="low", follow_ups=[], abstained=True)
             return
+        confidence = self._confidence(evidence.best, chosen)
         lines = [f"{_escape(c.text)} [{c.n}]" for c in chosen]
+        if mode.name == "research" and confidence != "high":
+            lines.append("*The sources support this only in part: check the cited pages.*")
+        if mode.name == "learning":
+            lines.append(f"*Check yourself:* {_escape(self._check_question(chosen, passages))}")
         yield from words("\n\n".join(lines))
         quotes: dict[int, list[str]] = {}
         for c in chosen:
             quotes.setdefault(c.n, []).append(c.text)
         yield Finished(
-            confidence=self._confidence(evidence.best, chosen),
-            follow_ups=self._follow_ups(question, passages, chosen),
+            confidence=confidence,
+            follow_ups=self._follow_ups(asked, passages, chosen, context),
             abstained=False,
             quotes=quotes,
         )
 
     @staticmethod
-    def _choose(evidence: Evidence) -> list[Candidate]:
-        """The best few sentences, at most MAX_PER_PASSAGE from one passage, none inside
-        another; nothing when the evidence does not support an answer."""
+    def _choose(evidence: Evidence, mode: ModeSpec) -> list[Candidate]:
+        """The best few sentences (as many as the mode quotes, above its share of the best
+        score), at most MAX_PER_PASSAGE from one passage, none inside another; nothing when
+        the evidence does not support an answer. Learning puts a definition first."""
         best = evidence.best
         if best is None or not evidence.supported:
             return []
         chosen: list[Candidate] = []
         per_passage: dict[int, int] = {}
-        floor = best.score * 0.75
+        floor = best.score * mode.sentence_floor
+        if mode.name == "learning":
+            definition = next(
+                (c for c in evidence.ranked[:12]
+                 if c.score >= best.score * 0.5 and _DEFINITION.search(c.text)),
+                None,
+            )  # fmt: skip
+            if definition is not None:
+                chosen.append(definition)
+                per_passage[definition.n] = 1
         for c in evidence.ranked:
-            if len(chosen) == MAX_SENTENCES or c.score < floor:
+            if len(chosen) == mode.max_sentences or c.score < floor:
                 break
             if per_passage.get(c.n, 0) >= MAX_PER_PASSAGE or any(
                 c.text in o.text or o.text in c.text for o in chosen
@@ -106,8 +135,22 @@ class ExtractiveAnswerer:
                 continue
             chosen.append(c)
             per_passage[c.n] = per_passage.get(c.n, 0) + 1
-        # Read in the sources' order: by passage rank, then position in the passage.
+        # Read in the sources' order: by passage rank, then position in the passage (a
+        # learning answer's definition stays first).
+        if mode.name == "learning" and chosen and _DEFINITION.search(chosen[0].text):
+            return chosen[:1] + sorted(chosen[1:], key=lambda c: (c.rank, c.position))
         return sorted(chosen, key=lambda c: (c.rank, c.position))
+
+    @staticmethod
+    def _check_question(chosen: list[Candidate], passages: list[dict[str, Any]]) -> str:
+        """A question the reader answers to check their understanding (learning mode)."""
+        names = [t for c in chosen for t in key_terms(c.text)]
+        if names:
+            return f"In your own words, what does “{names[0]}” do, and when would you use it?"
+        heading = next((h for h in (_heading(p) for p in passages) if h), "")
+        if heading:
+            return f"Can you explain in your own words what “{heading}” is about?"
+        return "Can you restate the answer in your own words, without looking?"
 
     @staticmethod
     def _confidence(best: Candidate | None, chosen: list[Candidate]) -> str:
@@ -121,22 +164,56 @@ class ExtractiveAnswerer:
 
     @staticmethod
     def _follow_ups(
-        question: str, passages: list[dict[str, Any]], chosen: list[Candidate]
-    ) -> list[str]:
-        """Questions the sources can answer next: sections near the answer the question did
-        not ask about, and the question's words the answer did not cover."""
+        question: str, passages: list[dict[str, Any]], chosen: list[Candidate],
+        context: ToolContext,
+    ) -> list[str]:  # fmt: skip
+        """Questions the sources can answer next: sections near the answer that the question
+        did not ask about (real headings only, each found again by a keyword search), and a
+        word of the question the answer did not cover when the sources have it."""
+        from search.retrieval import Scope, phrase_occurs, search
+
+        scope = Scope(
+            notebook_id=context.notebook.pk,
+            note_id=context.note.pk if context.note else None,
+            include_notes=context.note is None,
+        )
         asked = terms(question)
         out: list[str] = []
-        for p in passages:
-            heading = str(p.get("heading") or "").split(" › ")[-1].strip()
-            if heading and not (terms(heading) <= asked) and len(heading) <= 80:
-                suggestion = f"What does the section “{heading}” say?"
-                if suggestion not in out:
-                    out.append(suggestion)
+        for heading in dict.fromkeys(_heading(p) for p in passages):
             if len(out) == 2:
                 break
+            if not heading or terms(heading) <= asked or not _real_heading(heading):
+                continue
+            found = search(user=context.user, query=heading, scope=scope, limit=1,
+                           mode="lexical", rerank=False)  # fmt: skip
+            if found.hits:
+                out.append(f"What does the section “{heading}” say?")
         covered = set().union(*(terms(c.text) for c in chosen)) if chosen else set()
-        missing = [w for w in re.findall(r"\w+", question) if terms(w) and not terms(w) <= covered]
-        if missing and len(out) < 3:
-            out.append(f"Where do the sources mention “{missing[0]}”?")
+        missing = [
+            w for w in re.findall(r"\w{4,}", question) if terms(w) and not terms(w) <= covered
+        ]
+        for word in missing[:2]:
+            if len(out) < 3 and phrase_occurs(user=context.user, phrase=word, scope=scope):
+                out.append(f"Where do the sources mention “{word}”?")
+                break
         return out[:3]
+
+
+_DEFINITION = re.compile(
+    r"^\W*[\w.()\\-]+(?: [\w.()\\-]+){0,4} (?:is|are|means|refers to|ist|sind|bezeichnet) "
+    r"|(?:是指|是一种|是一个|称为)"
+)
+_LIST_OR_NOTE = re.compile(
+    r"^\s*(?:\d+[.)]\s+\S.*[.:;]$|[•*(\-–]|\d+\s+[A-Z][a-z]+ [a-z]+ [a-z]+ )"
+)
+
+
+def _heading(passage: dict[str, Any]) -> str:
+    return str(passage.get("heading") or "").split(" › ")[-1].strip()
+
+
+def _real_heading(heading: str) -> bool:
+    """A heading worth suggesting: short, not a sentence, a list item or a footnote."""
+    if not 3 <= len(heading) <= 80 or heading.endswith((".", ",", ";", ":")):
+        return False
+    return not _LIST_OR_NOTE.search(heading) and len(heading.split()) <= 10

@@ -3,6 +3,8 @@ from __future__ import annotations
 from django import forms
 from django.conf import settings
 
+from chat.modes import MODES
+
 
 class AskForm(forms.Form):
     # Length and emptiness are checked by chat.services.message_ask, whose errors land here;
@@ -18,6 +20,13 @@ class AskForm(forms.Form):
                 "placeholder": "Ask a question about these sources…",
             }
         ),
+    )
+
+    mode = forms.ChoiceField(
+        label="Mode",
+        required=False,
+        choices=[(m.name, m.label) for m in MODES.values()],
+        help_text="How the answer is written",
     )
 
     @classmethod

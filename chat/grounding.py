@@ -11,6 +11,7 @@ refusal never depends on a phrase in a model's text.
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import time
@@ -19,15 +20,19 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
+
 from chat.citations import MARKER
 from notebook.embeddings import get_embedder
+from notebook.language import detect_language
+from notebook.markdown import plain_text
 from notebook.textutil import cjk_ratio
+from search.texts import STOP_WORDS
 
 if TYPE_CHECKING:
     from chat.events import Event
     from chat.tools import ToolContext, ToolResult
 
-SEARCH_LIMIT = 6  # passages document_search brings before anyone writes
 MIN_SENTENCE_CHARS = 25
 MAX_SENTENCE_CHARS = 600
 # Below both, the best sentence is not an answer: abstain.
@@ -37,13 +42,8 @@ ABSTAIN_COVERAGE = 0.5
 # share of that sentence's content words (used when a model cites [n] without a quote).
 BACKING_COVERAGE = 0.5
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[A-Z0-9\u00C0-\u024F])|(?<=[。！？；])")
-_STOP_WORDS = (
-    "a an and are as at be but by can could do does did for from had has have how i if in into "
-    "is it its me my no not of on or our so than that the then there these they this to was we "
-    "what when where which who whom why will with would you your about should may might must "
-    "der die das und ist ein eine zu von mit wie was welche welcher den dem des im auf für"
-)
-_STOP = frozenset(_STOP_WORDS.split())
+_STOP = STOP_WORDS
+logger = logging.getLogger(__name__)
 
 
 # Terms a question names exactly: code (install_github, devtools::x, f()), CamelCase or
@@ -56,15 +56,36 @@ _KEY_TERM = re.compile(
 )
 
 
+# A capitalised word inside a sentence (not after . ! ? or a quote opening it): a name such as
+# "Peru" or "Kalythos". Not for German, which capitalises every noun.
+_NAME = re.compile(r"(?<![.!?:;\"“(]\s)(?<!^)(?<=\s)([A-Z][a-z]{2,}(?:-[A-Z][a-z]+)*)\b")
+_NOT_NAMES = frozenset({
+    "I", "I'm", "Is", "Are", "Do", "Does", "Can", "Could", "How", "What", "Which", "Why", "When",
+    "Where", "Who", "Will", "Would", "Should", "And", "Or", "But", "If", "The", "This", "That",
+    "These", "Those", "There", "Then", "So",
+})  # fmt: skip
+
+
 def key_terms(question: str) -> list[str]:
     found = [m.group(0).strip(" .:()") for m in _KEY_TERM.finditer(question)]
     return [t for t in dict.fromkeys(found) if len(t) >= 3]
 
 
+def salient_terms(question: str) -> list[str]:
+    """What a question names that its sources must contain to answer it: key terms (code,
+    CamelCase, acronyms) and, outside German, capitalised names inside a sentence."""
+    terms_ = key_terms(question)
+    if cjk_ratio(question) <= 0.1 and detect_language(question) != "de":
+        names = [m.group(1) for m in _NAME.finditer(question) if m.group(1) not in _NOT_NAMES]
+        terms_ += [n for n in names if not any(n in t for t in terms_)]
+    return list(dict.fromkeys(terms_))
+
+
 def absent_key_terms(question: str, context: ToolContext) -> list[str]:
-    """Key terms of the question that occur nowhere in the chat's sources. A question about
-    `devtools::install_github()` or MusicXML cannot be answered by sources that never say
-    so, however similar their other sentences look."""
+    """Salient terms of the question that occur nowhere in the chat's sources (as their text
+    search configuration stems and folds them). A question about `devtools::install_github()`,
+    MusicXML or Peru cannot be answered by sources that never say so, however similar their
+    other sentences look."""
     from search.retrieval import Scope, phrase_occurs
 
     scope = Scope(
@@ -74,7 +95,7 @@ def absent_key_terms(question: str, context: ToolContext) -> list[str]:
     )
     return [
         term
-        for term in key_terms(question)
+        for term in salient_terms(question)
         if not phrase_occurs(user=context.user, phrase=term, scope=scope)
     ]
 
@@ -173,15 +194,27 @@ def weigh(question: str, passages: list[dict[str, Any]], context: ToolContext) -
     candidates = [
         Candidate(int(p["n"]), rank, position, sentence)
         for rank, p in enumerate(passages)
-        for position, sentence in enumerate(sentences(str(p["text"])))
+        for position, sentence in enumerate(sentences(readable(p)))
     ]
     if not candidates:
         return Evidence()
-    vectors = get_embedder().embed([question, *(c.text for c in candidates)])
-    for c, vector in zip(candidates, vectors[1:], strict=True):
-        c.similarity = _cosine(vectors[0], vector)
+    try:
+        vectors: list[list[float]] | None = get_embedder().embed(
+            [question, *(c.text for c in candidates)], timeout=settings.EMBEDDING_QUERY_TIMEOUT
+        )
+    except Exception:  # the embedder is away: sentences are judged by their words alone
+        logger.warning("could not embed the sentences of an answer; judging by words only")
+        vectors = None
+    for i, c in enumerate(candidates, start=1):
+        c.similarity = _cosine(vectors[0], vectors[i]) if vectors else 0.0
         c.coverage = len(wanted & terms(c.text)) / len(wanted) if wanted else 0.0
     return Evidence(ranked=sorted(candidates, key=lambda c: -c.score))
+
+
+def readable(passage: dict[str, Any]) -> str:
+    """A passage's text as a reader sees it: a note's Markdown as plain text."""
+    text = str(passage.get("text", ""))
+    return plain_text(text) if passage.get("kind") == "note" else text
 
 
 def backing_sentence(claim: str, source_text: str) -> str | None:
@@ -199,18 +232,21 @@ def backing_sentence(claim: str, source_text: str) -> str | None:
 
 
 def search_first(question: str, context: ToolContext) -> Generator[Event, None, list[ToolResult]]:
-    """Retrieval before anyone writes: `document_search` with the question (and `note_search`
-    in a notebook chat), through the chat's tool registry; yields the tool activity and
-    returns the results (their passages numbered in `context.sources`)."""
+    """Retrieval before anyone writes: `document_search` with the question, or the search its
+    reformulation made of it (`context.search_query`), for as many passages as the mode takes
+    (and `note_search` in a notebook chat), through the chat's tool registry; yields the tool
+    activity and returns the results (their passages numbered in `context.sources`)."""
     from chat.events import ToolActivity
+    from chat.modes import spec
     from chat.tools import tools_for
 
     tools = {tool.name: tool for tool in tools_for(context)}
+    query = context.search_query or question
     searches: list[tuple[str, dict[str, Any]]] = [
-        ("document_search", {"query": question, "limit": SEARCH_LIMIT})
+        ("document_search", {"query": query, "limit": spec(context.mode).top_k})
     ]
     if "note_search" in tools:
-        searches.append(("note_search", {"query": question}))
+        searches.append(("note_search", {"query": query}))
     results = []
     for name, arguments in searches:
         started = time.perf_counter()

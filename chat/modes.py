@@ -25,7 +25,7 @@ class ModeSpec:
     help: str
     top_k: int  # passages document_search brings before anyone writes
     diversity: bool  # spread the passages over documents
-    min_relative_score: float  # passages below this share of the best fused score are dropped
+    sentence_floor: float  # offline: sentences scoring below this share of the best are left out
     max_sentences: int  # offline: sentences quoted
     prompt: str  # the chat model's clause
 
@@ -37,7 +37,7 @@ MODES: dict[str, ModeSpec] = {
         "A broad look across your sources, with related topics to follow",
         top_k=8,
         diversity=True,
-        min_relative_score=0.0,
+        sentence_floor=0.75,
         max_sentences=3,
         prompt=(
             "Mode: exploring. Give a broad answer that draws on several sources where they "
@@ -50,7 +50,7 @@ MODES: dict[str, ModeSpec] = {
         "Only strong passages, every claim cited, uncertainty flagged",
         top_k=4,
         diversity=False,
-        min_relative_score=0.5,
+        sentence_floor=0.85,
         max_sentences=3,
         prompt=(
             "Mode: research. Be precise: every sentence must cite a source. Use only passages "
@@ -64,7 +64,7 @@ MODES: dict[str, ModeSpec] = {
         "Defines terms first, explains step by step, then checks understanding",
         top_k=6,
         diversity=False,
-        min_relative_score=0.0,
+        sentence_floor=0.7,
         max_sentences=4,
         prompt=(
             "Mode: learning. First define the key terms the answer needs, then explain step "

@@ -16,6 +16,7 @@ class ConversationIn(Schema):
 
 class ConversationPatch(Schema):
     title: str | None = None
+    mode: str | None = Field(None, description="exploring | research | learning")
 
 
 class ConversationOut(Schema):
@@ -23,6 +24,7 @@ class ConversationOut(Schema):
     notebook_id: int
     note_id: int | None
     title: str
+    mode: str = Field(description="exploring | research | learning: the default for questions")
     message_count: int
     created_at: datetime
     updated_at: datetime
@@ -38,6 +40,11 @@ class ConversationOut(Schema):
 # the body is judged; the service then says what is wrong with it (422).
 class MessageIn(Schema):
     content: str = Field("", description="The question.")
+    mode: str = Field(
+        "",
+        description="exploring | research | learning (default: the conversation's mode, "
+        "which the question's mode then becomes).",
+    )
     stream: bool = Field(
         False, description="Answer with Server-Sent Events (as does `Accept: text/event-stream`)."
     )
@@ -62,5 +69,52 @@ class MessageOut(Schema):
     usage: dict[str, Any]
     timings: dict[str, Any] = Field(description="Seconds: retrieval, first_token, total.")
     metadata: dict[str, Any]
+    mode: str = Field(description="A question: the mode it was asked in.")
+    search_query: str = Field(
+        description="A question: what retrieval searched for it (its reformulation when it "
+        "follows up an earlier question; empty until its answer starts)."
+    )
+    is_follow_up: bool = Field(description="A question: whether it was read as a follow-up.")
+    anchors: list[int] = Field(
+        description="A follow-up: attachment ids of the documents behind the previous answer, "
+        "whose passages were boosted."
+    )
     created_at: datetime
     updated_at: datetime
+
+
+class MemoryOut(Schema):
+    id: int
+    notebook_id: int
+    kind: str = Field(description="fact | preference | insight")
+    text: str = Field(description="Untrusted text drawn from a chat: escape it where you show it.")
+    importance: float = Field(description="0 to 1.")
+    source_message_id: int | None = Field(description="The answer it was drawn from, if kept.")
+    created_at: datetime
+    updated_at: datetime
+
+
+class MemoriesForgotten(Schema):
+    deleted: int
+
+
+class SummaryOut(Schema):
+    id: int
+    conversation_id: int
+    text: str = Field(description="What the model reads instead of the summarised messages.")
+    first_message_id: int
+    last_message_id: int
+    message_count: int
+    summarizer: str = Field(description="llm | extractive")
+    created_at: datetime
+
+
+class CompactionOut(Schema):
+    compacted: int = Field(description="Messages summarised by this request.")
+    created: int = Field(description="Summaries written by this request.")
+    remaining: int = Field(
+        description="Messages left to compact in the background (a chat model summarises a "
+        "few batches while you wait)."
+    )
+    busy: bool = Field(description="Another compaction of this conversation was running.")
+    summaries: list[SummaryOut] = Field(description="All the conversation's summaries.")

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from chat import views
+from chat import compaction_views, memory_views, views
 
 app_name = "chat"
 
@@ -19,4 +19,16 @@ urlpatterns = [
     path("chats/<int:conversation_id>/delete/", views.conversation_delete, name="delete"),
     path("chats/messages/<int:message_id>/", views.message_detail, name="message"),
     path("chats/messages/<int:message_id>/retry/", views.message_retry, name="retry"),
+    path("notebooks/<int:notebook_id>/memories/", memory_views.notebook_memories, name="memories"),
+    path(
+        "notebooks/<int:notebook_id>/memories/forget/",
+        memory_views.memories_forget,
+        name="memories_forget",
+    ),
+    path("memories/<int:memory_id>/delete/", memory_views.memory_delete, name="memory_delete"),
+    path(
+        "chats/<int:conversation_id>/compact/",
+        compaction_views.conversation_compact,
+        name="compact",
+    ),
 ]

@@ -155,3 +155,28 @@ def render_markdown(source: str, *, links: Collection[str] | None = None) -> Saf
         strip_comments=True,
     )
     return mark_safe(clean)  # noqa: S308 - sanitized by nh3 just above
+
+
+_BLOCK_ENDS = {"paragraph_close", "heading_close", "list_item_close", "th_close", "td_close",
+               "tr_close", "blockquote_close"}  # fmt: skip
+
+
+def plain_text(source: str) -> str:
+    """The text of Markdown as a reader sees it: no markup, one line per block (headings,
+    paragraphs, list items, table cells), code kept verbatim, links as their label."""
+    out: list[str] = []
+    for token in _parser().parse(source or ""):
+        if token.type == "inline":
+            for child in token.children or []:
+                if child.type in ("text", "code_inline", "html_inline"):
+                    out.append(child.content)
+                elif child.type in ("softbreak", "hardbreak"):
+                    out.append(" ")
+                elif child.type == "image":
+                    out.append(child.content)
+        elif token.type in ("fence", "code_block", "html_block"):
+            out.append(token.content.rstrip("\n") + "\n")
+        elif token.type in _BLOCK_ENDS:
+            out.append("\n")
+    lines = (" ".join(line.split()) for line in "".join(out).splitlines())
+    return "\n".join(line for line in lines if line)

@@ -333,6 +333,13 @@ OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")
 EMBEDDING_BASE_URL = env_str("EMBEDDING_BASE_URL", OPENAI_BASE_URL)
 EMBEDDING_API_KEY = env_str("EMBEDDING_API_KEY", OPENAI_API_KEY)
+# openai: seconds a search waits for its query's vector (one attempt) before going lexical only.
+EMBEDDING_QUERY_TIMEOUT = env_int("EMBEDDING_QUERY_TIMEOUT", 10, minimum=1)
+# openai: after this many failed requests in a row (429/5xx after retries, network, timeout) the
+# embedding server is skipped for EMBEDDING_BREAKER_SECONDS: searches go lexical at once and
+# ingestion retries later (notebook/breakers.py).
+EMBEDDING_BREAKER_FAILURES = env_int("EMBEDDING_BREAKER_FAILURES", 3, minimum=1)
+EMBEDDING_BREAKER_SECONDS = env_int("EMBEDDING_BREAKER_SECONDS", 60, minimum=1)
 
 # Languages the embedding model ranks well (ISO 639-1, "*" = all). The vector leg does not
 # vote on queries in other languages. Default: English for the bundled all-MiniLM-L6-v2.
@@ -343,10 +350,18 @@ EMBEDDING_LANGUAGES = env_list(
 SEARCH_FUSION = env_choice("SEARCH_FUSION", ("rrf", "minmax"), "rrf")
 SEARCH_LEXICAL_WEIGHT = env_float("SEARCH_LEXICAL_WEIGHT", 1.0, minimum=0)
 SEARCH_VECTOR_WEIGHT = env_float("SEARCH_VECTOR_WEIGHT", 1.0, minimum=0)
+# Source anchoring: a follow-up question's passages from the documents behind the previous
+# answer get this added to their normalised (0..1) fused score; 0 turns it off.
+SEARCH_ANCHOR_BOOST = env_float("SEARCH_ANCHOR_BOOST", 0.3, minimum=0)
+# …and this more on the pages the previous answer cited (follow-ups tend to continue there).
+SEARCH_ANCHOR_PAGE_BOOST = env_float("SEARCH_ANCHOR_PAGE_BOOST", 0.15, minimum=0)
 
 # --- Chat: the answerer is the chat model on OPENAI_BASE_URL when CHAT_MODEL is set, else the
 # extractive answerer (offline, cites verbatim sentences).
 CHAT_MODEL = env_str("CHAT_MODEL")  # the chat model on OPENAI_BASE_URL
+# Follow-up questions are rewritten into a self-contained search before retrieval (with the
+# chat model when set, else offline rules); off searches every question as typed.
+CHAT_REFORMULATION = env_choice("CHAT_REFORMULATION", ("on", "off"), "on")
 CHAT_QUESTION_MAX_CHARS = env_int("CHAT_QUESTION_MAX_CHARS", 4000, minimum=100)
 CHAT_MAX_TOOL_CALLS = env_int("CHAT_MAX_TOOL_CALLS", 4, minimum=1)  # tool rounds per answer
 CHAT_MAX_ANSWER_TOKENS = env_int("CHAT_MAX_ANSWER_TOKENS", 1024, minimum=64)
@@ -356,6 +371,10 @@ CHAT_TIMEOUT = env_int("CHAT_TIMEOUT", 120, minimum=5)  # seconds per LLM reques
 # (offered, and dropped per server when it fails), native (role "tool" results), user (results
 # passed back as a user message, for chat templates that drop tool messages), off.
 CHAT_TOOLS = env_choice("CHAT_TOOLS", ("auto", "native", "user", "off"), "auto")
+# After this many failed chat-model requests in a row (network, timeout, 429/5xx after retries)
+# questions are answered offline (extractive) for LLM_BREAKER_SECONDS, then the model is tried.
+LLM_BREAKER_FAILURES = env_int("LLM_BREAKER_FAILURES", 3, minimum=1)
+LLM_BREAKER_SECONDS = env_int("LLM_BREAKER_SECONDS", 60, minimum=1)
 
 # --- Reranker (optional): re-scores the best fused search candidates; see notebook/rerank.py.
 RERANKER = env_choice("RERANKER", ("none", "cross-encoder", "http", "llm"), "none")

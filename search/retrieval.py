@@ -6,6 +6,7 @@ post-filtered. See docs/retrieval.md.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections import defaultdict
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 
 from attachments.models import ChunkVector, DocumentChunk, NoteAttachment
 from notebook.language import detect_language, segment_for_search
@@ -36,6 +37,7 @@ MAX_QUERY_CHARS = 2000
 EF_SEARCH = 400  # recall@10 0.97 vs 0.85 at 100 on 100k chunks (bench), +1 ms
 WINDOWS_PER_HIT = 3  # vector rows fetched per wanted hit: a long chunk has several windows
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -298,12 +300,19 @@ def search(
     weights: dict[str, float] | None = None,
     diversity: bool = False,
     rerank: bool | None = None,
+    anchors: list[int] | None = None,
+    anchor_boost: float | None = None,
+    anchor_pages: list[tuple[int, int]] | None = None,
 ) -> SearchResult:
     """Ranked passages (document chunks and notes) for `query` among what `user` may see,
     with every score, the timings of each stage and how the ranking was made.
 
     `fusion` defaults to SEARCH_FUSION; `weights` ({"lexical": …, "vector": …}) override the
-    per-leg weights; `rerank` defaults to whether a RERANKER is configured."""
+    per-leg weights; `rerank` defaults to whether a RERANKER is configured. `anchors`
+    (attachment ids, for a follow-up question: the documents behind the previous answer) get
+    `anchor_boost` (default SEARCH_ANCHOR_BOOST) added to their min-max normalised fused score
+    (source anchoring, see `anchor`); passages on `anchor_pages` ((attachment id, page): the
+    pages the previous answer cited) get SEARCH_ANCHOR_PAGE_BOOST more."""
     from notebook import rerank as reranking
 
     scope = scope or Scope()
@@ -313,7 +322,8 @@ def search(
     legs: dict[str, list[tuple[Key, float]]] = {}
     if rerank is None:
         rerank = reranking.reranker_enabled()
-    depth = max(limit, candidates) if mode == "hybrid" or rerank else limit
+    # Fusion, reranking and anchoring re-order a deeper pool of candidates than is shown.
+    depth = max(limit, candidates) if mode == "hybrid" or rerank or anchors else limit
     search_started = time.perf_counter()
     leg_weights = {"lexical": settings.SEARCH_LEXICAL_WEIGHT, "vector": 1.0}
     embedding: Future[tuple[list[float], float]] | None = None
@@ -326,10 +336,15 @@ def search(
         legs["lexical"] = lexical(user=user, query=query, scope=scope, limit=depth)
         timings["lexical"] = time.perf_counter() - started
     if embedding is not None:
-        vector_of_query, timings["embed_query"] = embedding.result()
-        started = time.perf_counter()
-        legs["vector"] = vector(user=user, embedding=vector_of_query, scope=scope, limit=depth)
-        timings["vector"] = time.perf_counter() - started
+        # A failing embedder or vector query costs the vector leg, never the search.
+        try:
+            vector_of_query, timings["embed_query"] = embedding.result(_query_wait())
+            started = time.perf_counter()
+            legs["vector"] = vector(user=user, embedding=vector_of_query, scope=scope, limit=depth)
+            timings["vector"] = time.perf_counter() - started
+        except Exception as exc:
+            info["degraded"] = f"vector search unavailable: {_why(exc)}"
+            logger.warning("search without its vector leg: %s", _why(exc))
     if mode != "hybrid":
         leg_weights = {"lexical": 1.0, "vector": 1.0}  # one leg: its own order
     leg_weights.update(weights or {})
@@ -337,6 +352,13 @@ def search(
     started = time.perf_counter()
     fused = (minmax if fusion == "minmax" else rrf)(legs, leg_weights)
     info.update(fusion=fusion if mode == "hybrid" else None, weights=leg_weights)
+    if anchors:
+        boost = settings.SEARCH_ANCHOR_BOOST if anchor_boost is None else anchor_boost
+        pages = set(anchor_pages or [])
+        fused = anchor(fused, set(anchors), boost, pages, settings.SEARCH_ANCHOR_PAGE_BOOST)
+        info["anchors"] = {"attachment_ids": sorted(set(anchors)), "boost": boost}
+        if pages:
+            info["anchors"]["pages"] = sorted(pages)
     rerank_pool = max(limit, settings.RERANKER_TOP_N) if rerank else 0
     pool = max(limit, rerank_pool, candidates if diversity else 0)
     order = sorted(fused, key=lambda key: (-fused[key], key))[:pool]
@@ -364,6 +386,33 @@ def search(
     return SearchResult(ranked[:limit], timings, info, total)
 
 
+def anchor(
+    fused: dict[Key, float],
+    attachment_ids: set[int],
+    boost: float,
+    pages: set[tuple[int, int]] | None = None,
+    page_boost: float = 0.0,
+) -> dict[Key, float]:
+    """Source anchoring: fused scores min-max normalised to 0..1 over the candidates, plus
+    `boost` for the chunks of the anchored documents (and `page_boost` more on the anchored
+    pages). Under RRF the normalised score is the rank equivalent: 1 for the best candidate,
+    0 for the last."""
+    if not fused or boost <= 0:
+        return fused
+    rows = DocumentChunk.objects.filter(
+        pk__in=[pk for kind, pk in fused if kind == "document"],
+        attachment_id__in=attachment_ids,
+    ).values_list("pk", "attachment_id", "page_number")
+    lift = {pk: boost + (page_boost if (a, page) in (pages or set()) else 0.0)
+            for pk, a, page in rows}  # fmt: skip
+    low, high = min(fused.values()), max(fused.values())
+    spread = (high - low) or 1.0
+    return {
+        key: (score - low) / spread + (lift.get(key[1], 0.0) if key[0] == "document" else 0.0)
+        for key, score in fused.items()
+    }
+
+
 _pools: dict[int, ThreadPoolExecutor] = {}
 
 
@@ -381,8 +430,31 @@ def _embed_query(text: str) -> tuple[list[float], float]:
     from notebook.embeddings import get_embedder
 
     started = time.perf_counter()
-    (vector_of_query,) = get_embedder().embed([text])
+    timeout = float(settings.EMBEDDING_QUERY_TIMEOUT)
+    (vector_of_query,) = get_embedder().embed([text], timeout=timeout)
     return vector_of_query, time.perf_counter() - started
+
+
+def _query_wait() -> float | None:
+    """How long a search waits for its query's vector: a remote server gets its request
+    timeout and a little more (a server trickling bytes can outlast it); the local model has
+    no timeout (its first call loads the model)."""
+    if settings.EMBEDDING_BACKEND != "openai":
+        return None
+    return float(settings.EMBEDDING_QUERY_TIMEOUT) + 2.0
+
+
+def _why(exc: Exception) -> str:
+    """What the search page and API say about a vector leg that failed."""
+    from notebook.embeddings import EmbeddingError
+
+    if isinstance(exc, TimeoutError):
+        return "the embedding service did not answer in time"
+    if isinstance(exc, EmbeddingError):
+        return str(exc)[:300]
+    if isinstance(exc, DatabaseError):
+        return f"the vector index failed ({type(exc).__name__})"
+    return f"{type(exc).__name__}: {exc}"[:300]
 
 
 def _load(order: list[Key], fused: dict[Key, float]) -> dict[Key, Hit]:

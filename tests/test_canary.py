@@ -31,7 +31,8 @@ from attachments.models import DocumentChunk, NoteAttachment
 from attachments.services.ingestion import _index_text, attachment_reembed
 from chat import services
 from chat.agent import generate
-from chat.models import Message
+from chat.memory import memories_for_prompt
+from chat.models import Memory, Message
 from chat.tools import ToolContext, tools_for
 from notes import indexing
 from notes.services import note_create, notebook_create
@@ -75,6 +76,9 @@ def build_world() -> SimpleNamespace:
     bobs_pdf = ingest(upload(bob, bobs_note, "natbib.pdf"))
     assert bobs_pdf.status == "ready", bobs_pdf.error
     planted = plant(bobs_pdf)
+    Memory.objects.create(  # and in what his chats remember
+        owner=bob, notebook=bobs_book, kind="fact", text=BOB_SENTENCE, importance=1.0
+    )
     waiting = upload(bob, bobs_note, "url.pdf")  # still pending: never counted for Alice
     assert waiting.status == "pending"
 
@@ -346,3 +350,78 @@ def test_retrieval_scoped_to_bobs_notebook_or_note_is_empty_for_alice(world):
                   Scope(attachment_ids=[world.bobs_pdf.pk])):  # fmt: skip
         for mode in MODES:
             assert search(user=world.alice, query=CANARY_WORDS, scope=scope, mode=mode).hits == []
+
+
+# --- memories ---------------------------------------------------------------------------------
+
+
+def test_bobs_memories_never_reach_alice(world, alice_client, alice_api):
+    """Bob's memory holds the canary. Alice's memory panel, page and API, and what her
+    answers are given from memory, hold only her own, whatever she asks or names."""
+    Memory.objects.create(
+        owner=world.alice, notebook=world.book, kind="preference", text="Alice prefers tables."
+    )
+    for question in QUERIES:
+        for book, expected in ((world.book, ["Alice prefers tables."]), (world.bobs_book, [])):
+            got = memories_for_prompt(user=world.alice, notebook=book, question=question)
+            assert got == expected, (book.title, question)
+    for url in (f"/notebooks/{world.book.pk}/", f"/notebooks/{world.book.pk}/memories/",
+                f"/notebooks/{world.book.pk}/memories/forget/"):  # fmt: skip
+        page = alice_client.get(url).content.decode()
+        assert "Alice prefers tables." in page
+        assert_nothing_of_bobs(page, url)
+    listing = alice_api.get(f"/api/notebooks/{world.book.pk}/memories").json()
+    assert [item["text"] for item in listing["items"]] == ["Alice prefers tables."]
+    assert alice_api.get(f"/api/notebooks/{world.bobs_book.pk}/memories").status_code == 404
+    # The control: Bob's own prompt gets it.
+    assert memories_for_prompt(user=world.bob, notebook=world.bobs_book, question=CANARY_WORDS) == [
+        BOB_SENTENCE
+    ]
+
+
+# --- chat: summaries of compacted conversations ------------------------------------------------
+
+
+def test_summaries_of_bobs_conversations_never_reach_alice(world, fake, alice_client, alice_api):
+    """Bob's long conversation about his canary is compacted into summaries that carry it;
+    Alice's own compacted conversation, its page, the API and what a model answering her
+    reads never hold any of it."""
+    from chat.compaction import conversation_compact, history_for, summaries_for
+    from chat.llm import LLMAnswerer
+
+    fake.summary_script = [Metadata({"summary": f"Bob keeps {CANARY} in the vault."})]
+    bobs = services.conversation_create(owner=world.bob, notebook=world.bobs_book)
+    mine = services.conversation_create(owner=world.alice, notebook=world.book)
+    for conversation, said in ((bobs, BOB_SENTENCE), (mine, "URLs break after slashes.")):
+        for i in range(8):
+            question = Message.objects.create(
+                conversation=conversation, role="user", content=f"The vault combination, {i}?"
+            )
+            Message.objects.create(conversation=conversation, role="assistant",
+                                   reply_to=question, content=f"{said} [1]")  # fmt: skip
+        conversation_compact(conversation=conversation)
+    assert CANARY in " ".join(summaries_for(bobs))  # the control
+    assert_nothing_of_bobs(" ".join(summaries_for(mine)), "her summaries")
+
+    page = alice_client.get(f"/chats/{mine.pk}/").content.decode()
+    assert 'class="summaries"' in page
+    assert_nothing_of_bobs(page, "her conversation page")
+    for response in (alice_api.get(f"/api/conversations/{mine.pk}/summaries"),
+                     alice_api.post(f"/api/conversations/{mine.pk}/compact")):  # fmt: skip
+        assert response.status_code == 200
+        assert_nothing_of_bobs(response.content.decode(), "the summaries API")
+    for response in (alice_api.get(f"/api/conversations/{bobs.pk}/summaries"),
+                     alice_api.post(f"/api/conversations/{bobs.pk}/compact"),
+                     alice_client.post(f"/chats/{bobs.pk}/compact/")):  # fmt: skip
+        assert response.status_code == 404
+        assert_nothing_of_bobs(response.content.decode(), "Bob's summaries by id")
+
+    fake.requests.clear()
+    _, answer = services.message_ask(conversation=mine, content="How do URLs break?")
+    context = ToolContext(user=world.alice, notebook=world.book, conversation=mine,
+                          summaries=summaries_for(mine))  # fmt: skip
+    list(LLMAnswerer().run("How do URLs break?", history_for(answer), context))
+    assert fake.streamed
+    for body in fake.bodies:
+        for message in body["messages"]:
+            assert_nothing_of_bobs(str(message.get("content")), f"a {message['role']} turn")

@@ -67,6 +67,7 @@ FILL = {
     "conversation_id": "conversation",
     "message_id": "message",
     "token_id": "token",
+    "memory_id": "memory",
 }
 PARAMETER = re.compile(r"<(?:\w+:)?(\w+)>")
 
@@ -110,7 +111,7 @@ def test_every_route_can_be_filled():
 @pytest.fixture
 def alices_objects(alice) -> dict[str, int]:
     from accounts.services import api_token_create
-    from chat.models import Conversation, Message
+    from chat.models import Conversation, Memory, Message
 
     notebook = NotebookFactory.create(owner=alice, title="Alice's notebook")
     note = NoteFactory.create(notebook=notebook, title="Alice's note", body="Some *text*.")
@@ -134,6 +135,9 @@ def alices_objects(alice) -> dict[str, int]:
         "token": token.pk,
         "conversation": conversation.pk,
         "message": answer.pk,
+        "memory": Memory.objects.create(
+            owner=alice, notebook=notebook, kind="preference", text="I prefer <b>tables</b>."
+        ).pk,
     }
 
 

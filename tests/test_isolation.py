@@ -58,9 +58,13 @@ OBJECT_PAGES = {
     "chat:conversation": ("conversation", ["GET"]),
     "chat:ask": ("conversation", ["POST"]),
     "chat:rename": ("conversation", ["GET", "POST"]),
+    "chat:compact": ("conversation", ["POST"]),
     "chat:delete": ("conversation", ["GET", "POST"]),
     "chat:message": ("message", ["GET"]),
     "chat:retry": ("message", ["POST"]),
+    "chat:memories": ("notebook", ["GET"]),
+    "chat:memories_forget": ("notebook", ["GET", "POST"]),
+    "chat:memory_delete": ("memory", ["POST"]),
 }
 # Pages without an object id: they must still require a login.
 PLAIN_PAGES = {
@@ -119,7 +123,7 @@ def test_the_methods_listed_here_are_those_the_views_accept():
 @pytest.fixture
 def bobs_objects(bob, bob_notebook, bob_note, bob_attachment):
     from accounts.services import api_token_create
-    from chat.models import Conversation, Message
+    from chat.models import Conversation, Memory, Message
 
     token, _ = api_token_create(user=bob, name="bob's script")
     conversation = Conversation.objects.create(
@@ -129,6 +133,14 @@ def bobs_objects(bob, bob_notebook, bob_note, bob_attachment):
     answer = Message.objects.create(
         conversation=conversation, role="assistant", content="bob's answer", status="error"
     )
+    # A summary of his older messages (chat.compaction), readable through its own routes.
+    conversation.summaries.create(
+        text="Bob's summary", first_message=answer, last_message=answer, message_count=1,
+        summarizer="extractive",
+    )  # fmt: skip
+    memory = Memory.objects.create(
+        owner=bob, notebook=bob_notebook, kind="fact", text="bob's memory", importance=0.9
+    )
     return {
         "notebook": bob_notebook.pk,
         "note": bob_note.pk,
@@ -136,12 +148,13 @@ def bobs_objects(bob, bob_notebook, bob_note, bob_attachment):
         "attachment": bob_attachment.pk,
         "conversation": conversation.pk,
         "message": answer.pk,
+        "memory": memory.pk,
     }
 
 
 def _bobs_data_untouched(ids: dict[str, int]) -> None:
     from attachments.models import NoteAttachment
-    from chat.models import Conversation, Message
+    from chat.models import Conversation, Memory, Message
 
     conversation = Conversation.objects.get(pk=ids["conversation"])
     assert conversation.title == "Bob's chat"
@@ -150,7 +163,13 @@ def _bobs_data_untouched(ids: dict[str, int]) -> None:
         ("bob's answer", "error"),  # not retried
     ]
     assert Message.objects.count() == 2  # nothing asked in his conversation
+    assert not Message.objects.filter(compacted=True).exists()  # nor compacted
+    assert list(conversation.summaries.values_list("text", flat=True)) == ["Bob's summary"]
     assert Conversation.objects.count() == 1  # none started on his notebook or note
+    # His memory: not deleted, not forgotten, none added.
+    assert list(Memory.objects.values_list("pk", "text", "importance")) == [
+        (ids["memory"], "bob's memory", 0.9)
+    ]
 
     attachment = NoteAttachment.objects.get(pk=ids["attachment"])
     assert attachment.status == "needs_password"  # not reprocessed, unlocked or deleted
@@ -280,7 +299,12 @@ API_WITH_IDS = {
     ("DELETE", "/api/conversations/{conversation_id}"),
     ("GET", "/api/conversations/{conversation_id}/messages"),
     ("POST", "/api/conversations/{conversation_id}/messages"),
+    ("GET", "/api/conversations/{conversation_id}/summaries"),
+    ("POST", "/api/conversations/{conversation_id}/compact"),
     ("POST", "/api/messages/{message_id}/retry"),
+    ("GET", "/api/notebooks/{notebook_id}/memories"),
+    ("DELETE", "/api/notebooks/{notebook_id}/memories"),
+    ("DELETE", "/api/memories/{memory_id}"),
 }
 # Search takes ids as filters, not in its path; tests/attachments/test_search.py covers them.
 API_WITHOUT_IDS = {
@@ -561,3 +585,35 @@ def test_agent_tools_never_return_another_users_objects(name, alice, bob, bobs_o
         assert "bob only" not in result.content
         assert all(p["note_id"] == hers.pk for p in result.passages), result.passages
         assert all(s["note_id"] == hers.pk for s in context.sources)
+
+
+# --- Compaction -------------------------------------------------------------------------------
+
+
+def test_another_users_long_conversation_is_never_compacted_nor_its_summaries_read(
+    alice_client, alice_api, bob, bob_notebook
+):
+    """Bob's conversation has enough messages to compact: whatever Alice posts, through the
+    page or the API, answers 404 and leaves it as it was; his summaries stay his."""
+    from chat.compaction import conversation_compact
+    from chat.models import Conversation, Message
+
+    conversation = Conversation.objects.create(owner=bob, notebook=bob_notebook, title="Bob's")
+    for i in range(16):
+        Message.objects.create(conversation=conversation, role="user", content=f"Bob asks {i}")
+        Message.objects.create(conversation=conversation, role="assistant", content="Bob's.")
+    for response in (
+        alice_client.post(f"/chats/{conversation.pk}/compact/"),
+        alice_client.post(f"/chats/{conversation.pk}/compact/", headers={"HX-Request": "true"}),
+        alice_api.post(f"/api/conversations/{conversation.pk}/compact"),
+        alice_api.get(f"/api/conversations/{conversation.pk}/summaries"),
+    ):
+        assert response.status_code == 404
+        assert b"Bob" not in response.content
+    assert not conversation.summaries.exists()
+    assert not conversation.messages.filter(compacted=True).exists()
+    conversation_compact(conversation=conversation)  # the control: it could be compacted
+    assert conversation.summaries.count() == 2
+    response = alice_api.get(f"/api/conversations/{conversation.pk}/summaries")
+    assert response.status_code == 404
+    assert b"Bob" not in response.content

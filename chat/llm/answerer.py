@@ -13,8 +13,10 @@
    each [n]; a cited [n] left without a quote gets the sentence of its source that shares most
    words with the claim (chat.grounding.backing_sentence). The agent verifies every quote.
 
-Every request is fitted to CHAT_CONTEXT_TOKENS: oldest history first, then the longest source
-blocks. Model output is untrusted text: nothing here renders it.
+Every request is fitted to CHAT_CONTEXT_TOKENS slot by slot (chat.llm.budget): the memories
+and summaries of older turns in the context go with the question, as data; what each slot took
+in the answer's last request is reported in Finished.context. Model output is untrusted text:
+nothing here renders it.
 """
 
 from __future__ import annotations
@@ -37,7 +39,14 @@ from chat.grounding import back_claims, search_first, weigh
 from chat.llm.budget import ChatMessage, ContextBudget, Framed
 from chat.llm.messages import history_messages, system_prompt
 from chat.llm.metadata import request_metadata
-from chat.llm.server import client, cut_off, describe_error, token_counter, traits
+from chat.llm.server import (
+    client,
+    cut_off,
+    describe_error,
+    stream_chat,
+    token_counter,
+    traits,
+)
 from chat.model_output import TemplateFilter, remove_echoes
 from chat.tools import Tool, ToolContext, ToolResult, openai_tools, tools_for
 
@@ -96,6 +105,7 @@ class _Round:
 
 class LLMAnswerer(ContextBudget):
     name = "llm"
+    notice = ""
 
     def __init__(self) -> None:
         self.model: str = settings.CHAT_MODEL
@@ -112,6 +122,8 @@ class LLMAnswerer(ContextBudget):
         self.estimated = False  # some request's usage was counted here, not by the server
         self.history_left = 0  # history messages still in the prompt (see _fit)
         self.framed: dict[int, Framed] = {}  # id(message) → its parts (see _fit)
+        self.dropped: dict[str, int] = {}
+        self.context_slots: dict[str, int] = {}  # tokens per slot of the last request
         self.stream_options: ChatCompletionStreamOptionsParam | None = {"include_usage": True}
 
     # --- The answer
@@ -120,6 +132,7 @@ class LLMAnswerer(ContextBudget):
         self, question: str, history: list[tuple[str, str]], context: ToolContext
     ) -> Iterator[Event]:
         self.usage = {"prompt_tokens": 0, "completion_tokens": 0}
+        self.context_slots = {}
         results = yield from search_first(question, context)
         passages = [p for result in results for p in result.passages]
         evidence = weigh(question, passages, context)
@@ -134,7 +147,11 @@ class LLMAnswerer(ContextBudget):
         past = history_messages(history)
         sources = "\n".join(r.content for r in results if r.passages) or prompts.NO_SOURCES
         asked = Framed(
-            prompts.QUESTION_SOURCES, sources, prompts.QUESTION_AFTER.format(question=question)
+            prompts.QUESTION_SOURCES,
+            sources,
+            prompts.QUESTION_AFTER.format(question=question),
+            memories=list(context.memories),
+            summaries=list(context.summaries),
         )
         rounds: list[_Round] = []
         parts: list[str] = [context.continuing] if context.continuing else []
@@ -157,6 +174,7 @@ class LLMAnswerer(ContextBudget):
                 ]
             schema = openai_tools(tools, context) if offered or _has_calls(rounds, form) else []
             self._fit(messages, schema)
+            self.context_slots = self.slots(messages, schema)
             try:
                 turn = yield from self._stream(
                     messages, schema, final=final, after="".join(parts), auto=offered
@@ -188,6 +206,7 @@ class LLMAnswerer(ContextBudget):
             raise AnswerError("The language model gave no answer. Try again or rephrase.")
         finished = self._finish(question, answer, context)
         finished.cut_short = cut_short
+        finished.context = self.context_slots
         if answer != "".join(parts):
             finished.text = answer
         yield finished
@@ -237,8 +256,11 @@ class LLMAnswerer(ContextBudget):
         return messages
 
     def _framed_message(self, role: str, framed: Framed) -> ChatMessage:
-        message: ChatMessage = {"role": role, "content": framed.head + framed.body + framed.tail}
-        self.framed[id(message)] = Framed(framed.head, framed.body, framed.tail)
+        # A copy: fitting cuts and drops parts of this request only.
+        copy = Framed(framed.head, framed.body, framed.tail,
+                      list(framed.memories), list(framed.summaries))  # fmt: skip
+        message: ChatMessage = {"role": role, "content": copy.content}
+        self.framed[id(message)] = copy
         return message
 
     def _stream(
@@ -263,7 +285,8 @@ class LLMAnswerer(ContextBudget):
         offering = bool(schema) and tool_choice == "auto"
         while True:
             try:
-                stream = self.client.chat.completions.create(
+                stream = stream_chat(  # through the chat model's circuit breaker
+                    self.client,
                     model=self.model,
                     messages=cast("list[ChatCompletionMessageParam]", messages),
                     tools=tools,

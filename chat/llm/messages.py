@@ -53,4 +53,5 @@ def system_prompt(context: ToolContext, tools: dict[str, Tool], *, tools_offered
         notes=notes,
         tools=tools_offered,
         mode=context.mode,
+        earlier=bool(context.memories or context.summaries),
     )

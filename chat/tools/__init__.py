@@ -37,6 +37,7 @@ class ToolContext:
     # follow-up boost (source anchoring), as attachment ids.
     search_query: str = ""
     anchors: list[int] = field(default_factory=list)
+    anchor_pages: list[tuple[int, int]] = field(default_factory=list)  # (attachment id, page)
     # Context slots filled before answering: memories of this notebook (chat.memory) and
     # summaries of compacted older turns (chat.compaction), as plain text.
     memories: list[str] = field(default_factory=list)

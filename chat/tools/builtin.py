@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.http import Http404
 from pydantic import BaseModel, Field, field_validator
 
+from chat.modes import spec
 from chat.tools import Tool, ToolContext, ToolResult, register
 from notes.selectors import note_get
 from search.retrieval import Hit, Scope, search
@@ -69,7 +70,7 @@ def _note_in_context(context: ToolContext, note_id: int) -> bool:
     return note.notebook_id == context.notebook.pk
 
 
-MAX_LIMIT = 10
+MAX_LIMIT = 10  # as many as the exploring mode's 8 passages, and a little more
 
 
 class NoteDocumentSearchArgs(BaseModel):
@@ -103,12 +104,34 @@ def document_search(context: ToolContext, args: NoteDocumentSearchArgs) -> ToolR
         user=context.user,
         query=args.query,
         scope=Scope(notebook_id=context.notebook.pk, note_id=note_id, include_notes=False),
-        limit=args.limit,
+        limit=args.limit * 3 if spec(context.mode).diversity else args.limit,
+        anchors=context.anchors,
+        anchor_pages=context.anchor_pages,
     )
     if not result.hits:
         return ToolResult("No passages matched.", summary)
-    content, passages = format_sources(context, result.hits)
+    hits = spread(result.hits, args.limit) if spec(context.mode).diversity else result.hits
+    content, passages = format_sources(context, hits)
     return ToolResult(content, summary, passages)
+
+
+SPREAD = 2  # exploring: passages of other documents when the best all come from one
+
+
+def spread(hits: list[Hit], limit: int) -> list[Hit]:
+    """The best `limit` hits; when they all come from one document, the last SPREAD places go
+    to the best passages of other documents (exploring spreads over the sources without
+    pushing the best document's passages far down)."""
+    head = hits[:limit]
+    sources = {hit.source for hit in head}
+    if len(sources) > 1:
+        return head
+    others: list[Hit] = []
+    for hit in hits[limit:]:
+        if hit.source not in sources and len(others) < SPREAD:
+            others.append(hit)
+            sources.add(hit.source)
+    return head[: limit - len(others)] + others if limit > SPREAD else head
 
 
 class NoteSearchArgs(BaseModel):

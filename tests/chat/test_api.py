@@ -29,7 +29,7 @@ QUESTION = "Why does the url package refuse to break a line between two consecut
 MESSAGE_FIELDS = {
     "id", "conversation_id", "role", "content", "status", "error", "reply_to_id", "answerer",
     "citations", "retrieved", "tool_calls", "confidence", "follow_ups", "usage", "timings",
-    "metadata", "created_at", "updated_at",
+    "metadata", "mode", "search_query", "is_follow_up", "anchors", "created_at", "updated_at",
 }  # fmt: skip
 
 
@@ -194,7 +194,7 @@ def test_asking_streams_server_sent_events(alice_api, conversation):
     answer_id = opening["message_id"]
     assert opening["conversation_id"] == conversation.pk
     kinds = [kind for kind, _ in events]
-    assert kinds[1] == "tool"
+    assert kinds[1:3] == ["searched", "tool"]
     first_citation, done = kinds.index("citation"), kinds.index("done")
     assert kinds.count("token") > 5
     assert max(i for i, k in enumerate(kinds) if k == "token") < first_citation < done
@@ -297,7 +297,7 @@ def test_the_chat_model_streams_its_tokens_and_usage(alice_api, conversation, ch
     )
     events = list(sse(response.streaming_content))
     kinds = [kind for kind, _ in events]
-    assert kinds[:2] == ["message", "tool"]
+    assert kinds[:3] == ["message", "searched", "tool"]
     assert (kinds[-2], kinds[-1]) == ("citation", "done")
     usage = events[-1][1]["usage"]
     assert usage["completion_tokens"] > 0

@@ -373,7 +373,9 @@ def test_the_fallback_saves_the_question_and_starts_the_answer_on_commit(
     from chat import runner
 
     started: list[tuple[int, int]] = []
-    monkeypatch.setattr(runner, "start", lambda m, c, also=None: started.append((m, c)))
+    monkeypatch.setattr(
+        runner, "start", lambda m, c, also=None, question_id=None: started.append((m, c))
+    )
     conversation = services.conversation_create(owner=alice, notebook=notebook)
     NoteFactory.create(notebook=notebook, body="Colons break nothing.")
     with django_capture_on_commit_callbacks(execute=True):
@@ -390,7 +392,9 @@ def test_the_fallback_retries_a_failed_answer(
     from chat import runner
 
     started: list[int] = []
-    monkeypatch.setattr(runner, "start", lambda m, c, also=None: started.append(m))
+    monkeypatch.setattr(
+        runner, "start", lambda m, c, also=None, question_id=None: started.append(m)
+    )
     answer = answered(conversation, "", status=Message.Status.ERROR, error="down")
     with django_capture_on_commit_callbacks(execute=True):
         response = alice_client.post(f"/chats/messages/{answer.pk}/retry/")

@@ -6,6 +6,8 @@ files are unchanged). Each question is asked in a fresh conversation about that 
 chat.services.message_ask and chat.agent.generate, with the configured answerer (extractive
 unless CHAT_MODEL is set). Reported overall, by kind and by question language:
 
+- hit@5: answers whose search (the first five document passages retrieved) found the file
+  on one of its gold pages; follow-up: questions read as follow-ups (chat.reformulation);
 - keywords: answers containing every `answer_keywords` entry (case-insensitive);
 - cites gold page: answers with a shown citation of the question's file on one of its pages;
 - verified: shown citations / citations the answer made (shown + refused);
@@ -19,7 +21,9 @@ unless CHAT_MODEL is set). Reported overall, by kind and by question language:
 `--keep FILE` writes every answer's text, citations, tool calls and grounding as JSON lines,
 to look at what a model did. `--conversations FILE` (../shared/eval/conversations.jsonl) asks
 each conversation's turns in order in one chat, so follow-ups see the history, and scores
-every turn the same way (reported by turn kind: first, followup-…).
+every turn the same way (reported by turn kind: first, followup-…); `--standalone` asks each
+follow-up as its self-contained rewrite instead (the upper bound for reformulation). Compare
+with CHAT_REFORMULATION=off (the literal question) and SEARCH_ANCHOR_BOOST=0 (no anchoring).
 """
 
 from __future__ import annotations
@@ -44,9 +48,12 @@ def _keywords(path: Path) -> dict[str, list[str]]:
     return {row["id"]: list(row.get("answer_keywords", [])) for row in rows}
 
 
-def _conversations(path: Path) -> tuple[list[list[Question]], dict[str, list[str]]]:
+def _conversations(
+    path: Path, *, standalone: bool = False
+) -> tuple[list[list[Question]], dict[str, list[str]]]:
     """Each conversation's turns as questions (ids `<conversation>-<turn>`), and their
-    answer keywords."""
+    answer keywords; with `standalone`, a follow-up is asked as its self-contained rewrite
+    (the upper bound for reformulation)."""
     chats: list[list[Question]] = []
     keywords: dict[str, list[str]] = {}
     for line in path.read_text(encoding="utf-8").splitlines():
@@ -57,7 +64,9 @@ def _conversations(path: Path) -> tuple[list[list[Question]], dict[str, list[str
         for i, turn in enumerate(row["turns"], start=1):
             q = Question(
                 id=f"{row['id']}-{i}",
-                question=turn["question"],
+                question=turn.get("standalone", turn["question"])
+                if standalone
+                else turn["question"],
                 lang=row.get("lang", ""),
                 file=turn.get("file", ""),
                 pages=list(turn.get("pages", [])),
@@ -109,6 +118,8 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "n": len(rows),
         "errors": len(rows) - len(completed),
         "unsourced": sum(r["grounding"] == "unsourced" for r in completed),
+        "hit_at_5": share(answerable, "hit5"),
+        "read_as_follow_up": share(rows, "follow_up"),
         "keywords": share(answerable, "keywords"),
         "cites_gold_page": share(answerable, "cites_gold"),
         "verified_citations": round(sum(r["shown"] for r in rows) / made, 4) if made else None,
@@ -135,6 +146,10 @@ class Command(BaseCommand):
             "--conversations", type=Path,
             help="Also ask these multi-turn conversations (JSONL), each turn in one chat.",
         )  # fmt: skip
+        parser.add_argument(
+            "--standalone", action="store_true",
+            help="Ask every follow-up turn as its `standalone` rewrite (an upper bound).",
+        )  # fmt: skip
 
     def handle(self, *args: Any, **options: Any) -> None:
         questions = load_questions(options["questions"])
@@ -143,7 +158,9 @@ class Command(BaseCommand):
         keywords = _keywords(options["questions"])
         chats: list[list[Question]] = [[q] for q in questions]
         if options["conversations"]:
-            conversations, turn_keywords = _conversations(options["conversations"])
+            conversations, turn_keywords = _conversations(
+                options["conversations"], standalone=options["standalone"]
+            )
             chats += conversations
             keywords.update(turn_keywords)
         user, note, _ = prepare_set(options, self.stderr.write)
@@ -196,9 +213,14 @@ class Command(BaseCommand):
         cites_gold = any(
             c.get("file") == q.file and c.get("page") in q.pages for c in answer.citations
         )
+        found = [r for r in answer.retrieved if r.get("kind") == "document"][:5]
+        asked = answer.reply_to
         return {
             "id": q.id,
             "kind": q.kind,
+            "hit5": any(r.get("file") == q.file and r.get("page") in q.pages for r in found),
+            "follow_up": bool(asked and asked.is_follow_up),
+            "searched": asked.search_query if asked else "",
             "lang": q.lang,
             "answerable": q.answerable,
             "status": answer.status,
@@ -215,10 +237,12 @@ class Command(BaseCommand):
 
     def _print(self, results: dict[str, Any]) -> None:
         w = self.stdout.write
-        cols = ["n", "errors", "unsourced", "keywords", "cites_gold_page", "verified_citations",
+        cols = ["n", "errors", "unsourced", "hit_at_5", "read_as_follow_up", "keywords",
+                "cites_gold_page", "verified_citations",
                 "abstained_unanswerable", "abstained_answerable", "first_token_median_s",
                 "first_token_p95_s", "done_median_s", "done_p95_s"]  # fmt: skip
-        heads = ["n", "errors", "unsourced", "keywords", "gold page", "verified", "abst.unans",
+        heads = ["n", "errors", "unsourced", "hit@5", "follow-up", "keywords", "gold page",
+                 "verified", "abst.unans",
                  "abst.ans", "ttft p50", "ttft p95", "done p50", "done p95"]  # fmt: skip
         w(f"\nanswerer: {results['answerer']}")
         w(f"{'':<18}" + "".join(f"{h:>11}" for h in heads))

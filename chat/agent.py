@@ -293,6 +293,7 @@ def _reformulate(asked: Message, context: ToolContext, emit: Emit, answer_id: in
             search_query=found.query, is_follow_up=found.is_follow_up, anchors=found.anchors
         )
     context.search_query = found.query
+    context.search_focus = found.focus or found.query
     context.anchors = found.anchors if found.is_follow_up else []
     context.anchor_pages = found.pages if found.is_follow_up else []
     emit(

@@ -81,9 +81,10 @@ class ExtractiveAnswerer:
         results = yield from search_first(question, context)
         passages = [p for result in results for p in result.passages]
         mode = spec(context.mode)
-        # A follow-up is weighed against its search (the question completed from the thread).
-        asked = context.search_query or question
-        evidence = weigh(asked, passages, context)
+        # A follow-up is weighed against the question completed from the thread; the names
+        # the sources must contain are the question's own.
+        asked = context.search_focus or context.search_query or question
+        evidence = weigh(asked, passages, context, names_from=question)
         chosen = self._choose(evidence, mode)
         if not chosen:
             yield from words(abstention(evidence))

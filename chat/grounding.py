@@ -73,8 +73,10 @@ def key_terms(question: str) -> list[str]:
 
 def salient_terms(question: str) -> list[str]:
     """What a question names that its sources must contain to answer it: key terms (code,
-    CamelCase, acronyms) and, outside German, capitalised names inside a sentence."""
-    terms_ = key_terms(question)
+    CamelCase, long acronyms) and, outside German, capitalised names inside a sentence."""
+    # A short acronym (PDF, CSV, SQL) names a format or a field more often than the subject;
+    # the documents may well answer without spelling it out.
+    terms_ = [t for t in key_terms(question) if not re.fullmatch(r"[A-Z]{3,4}", t)]
     if cjk_ratio(question) <= 0.1 and detect_language(question) != "de":
         names = [m.group(1) for m in _NAME.finditer(question) if m.group(1) not in _NOT_NAMES]
         terms_ += [n for n in names if not any(n in t for t in terms_)]
@@ -184,10 +186,13 @@ class Evidence:
         return best.similarity >= ABSTAIN_SIMILARITY or best.coverage >= ABSTAIN_COVERAGE
 
 
-def weigh(question: str, passages: list[dict[str, Any]], context: ToolContext) -> Evidence:
+def weigh(
+    question: str, passages: list[dict[str, Any]], context: ToolContext, names_from: str = ""
+) -> Evidence:
     """Score every sentence of `passages` (each with its citation number `n`) against the
-    question; the key-term check runs first and, when it fails, nothing is embedded."""
-    missing = absent_key_terms(question, context)
+    question; the check for names the sources lack (in `names_from`, default the question)
+    runs first and, when it fails, nothing is embedded."""
+    missing = absent_key_terms(names_from or question, context)
     if missing:
         return Evidence(missing=missing)
     wanted = terms(question)

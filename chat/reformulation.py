@@ -44,6 +44,7 @@ logger = logging.getLogger(__name__)
 RECENT = 2  # messages always seen
 RELEVANT = 5  # earlier messages seen when relevant to the question
 MAX_COMPLETION_WORDS = 16
+FOCUS_WORDS = 6
 MAX_QUERY_CHARS = 500
 SHORT_WORDS = 5  # a question of at most this many words leans on the conversation
 SHORT_CJK_CHARS = 7
@@ -98,6 +99,9 @@ class Reformulation:
     anchors: list[int] = field(default_factory=list)  # attachment ids (follow-ups only)
     pages: list[tuple[int, int]] = field(default_factory=list)  # (attachment id, page) cited
     seen: list[int] = field(default_factory=list)  # ids of the messages it was given
+    # What an answer is weighed against: the question with the few most telling words of its
+    # completion (the whole completion would dilute which sentences answer it).
+    focus: str = ""
 
 
 class _ModelReformulation(BaseModel):
@@ -261,6 +265,15 @@ def anchors_of(answer: Message | None) -> list[int]:
     return list(dict.fromkeys(cited))
 
 
+def _without_memories(text: str) -> str:
+    """A question without the sentences that ask to remember something ("Remember that I
+    prefer short answers."): they are about the user, not about what to search."""
+    from chat.memory import extract_explicit
+
+    parts = re.split(r"(?<=[.!?。！？])\s*", text)
+    return " ".join(p for p in parts if p and not extract_explicit(p))
+
+
 def pages_of(answer: Message | None) -> list[tuple[int, int]]:
     """The pages an answer cited, as (attachment id, page)."""
     if answer is None:
@@ -281,22 +294,27 @@ def offline(question: str, context: list[Message]) -> Reformulation:
     # The names the previous answer quoted come first (the most telling), then the previous
     # question's words: for a follow-up, what its search added before what it said itself
     # ("it", "that one"), an announced topic switch left out.
-    words = []
+    words: list[str] = []
     if answer is not None:
-        words += [t for t in answer_terms(answer.content) if t.lower() not in seen][:4]
-        seen.update(w.lower() for w in words)
+        for term in answer_terms(answer.content):
+            if len(words) < 4 and term.lower() not in seen:
+                words.append(term)
+                seen.add(term.lower())
     before = previous.content
-    if previous.search_query.startswith(previous.content):
+    cjk = cjk_ratio(question) > 0.1
+    if previous.search_query.startswith(previous.content) and not cjk:
         before = f"{previous.search_query[len(previous.content) :]} {previous.content}"
-    words += _salient_words(_TOPIC_SWITCH.sub("", before.strip()), seen)
+    words += _salient_words(_TOPIC_SWITCH.sub("", _without_memories(before.strip())), seen)
     if answer is not None:
         for heading in _headings(answer):
             words += _salient_words(re.sub(r"^[\d.]+\s+", "", heading), seen)
-    completion = " ".join(words[:MAX_COMPLETION_WORDS] if cjk_ratio(question) <= 0.1 else words)
+    completion = " ".join(words if cjk else words[:MAX_COMPLETION_WORDS])
     query = f"{question} {completion}".strip()[:MAX_QUERY_CHARS]
+    focus = query if cjk else f"{question} {' '.join(words[:FOCUS_WORDS])}".strip()
     return Reformulation(
-        query, True, bool(completion), "offline", anchors_of(answer), pages_of(answer)
-    )
+        query, True, bool(completion), "offline", anchors_of(answer), pages_of(answer),
+        focus=focus,
+    )  # fmt: skip
 
 
 # --- With the chat model

@@ -36,6 +36,7 @@ class ToolContext:
     # up an earlier one (chat.reformulation); and the documents whose passages get the
     # follow-up boost (source anchoring), as attachment ids.
     search_query: str = ""
+    search_focus: str = ""  # what the offline answer weighs sentences against (a follow-up)
     anchors: list[int] = field(default_factory=list)
     anchor_pages: list[tuple[int, int]] = field(default_factory=list)  # (attachment id, page)
     # Context slots filled before answering: memories of this notebook (chat.memory) and

@@ -1,0 +1,95 @@
+"""A conversation that keeps its thread, in a real browser over the real socket: a follow-up
+is searched in context ("Searched for: …") and cites the right file, Compact says what it
+did, and a memory stated in a question reaches the notebook's Memory panel through a real
+django-q2 worker."""
+
+from __future__ import annotations
+
+import re
+import time
+
+from playwright.sync_api import Page, expect
+
+from chat.models import Memory, Message
+from notes.models import Note
+from tests.conftest import EVAL_PDFS
+from tests.e2e.helpers import login
+from tests.e2e.test_chat import (  # noqa: F401 - fixtures
+    ANSWER_TIMEOUT,
+    PASSWORD,
+    asgi_server,
+    chat_context,
+    chat_page,
+    errors,
+    note,
+    shoot,
+    wait_until_ready,
+    worker,
+)
+from tests.workers import Worker
+
+FIRST = (
+    "Remember that I prefer short answers. With the url package, how can I print web "
+    "addresses in the same font as the surrounding text instead of typewriter?"
+)
+FOLLOW_UP = "Will that also make them clickable in the PDF?"
+
+
+def ask(page: Page, text: str, n: int) -> None:
+    question = page.get_by_label("Your question", exact=True)
+    question.fill(text)
+    question.press("Enter")
+    answer = page.locator("article.message-assistant").nth(n)
+    expect(answer).to_have_attribute("data-status", "complete", timeout=ANSWER_TIMEOUT)
+
+
+def test_a_follow_up_keeps_the_thread_compact_and_memory(
+    chat_page: Page, errors: list[str], note: Note, worker: Worker  # noqa: F811 - fixtures
+) -> None:
+    page = chat_page
+    login(page, "erin", PASSWORD)
+    page.goto(f"/notes/{note.pk}/")
+    page.locator("input[data-file-input]").set_input_files(str(EVAL_PDFS / "url.pdf"))
+    wait_until_ready(page.locator("#attachment-list > li[id^='attachment-']"), worker)
+    page.get_by_role("button", name="Ask about this note’s PDFs", exact=True).click()
+    expect(page.locator("#chat")).to_have_attribute("data-socket", "open")
+
+    expect(page.get_by_test_id("mode")).to_have_value("exploring")
+    ask(page, FIRST, 0)
+    first = page.locator("article.message-assistant").nth(0)
+    expect(first.get_by_test_id("searched-for")).to_have_count(0)  # nothing to follow up
+
+    ask(page, FOLLOW_UP, 1)
+    second = page.locator("article.message-assistant").nth(1)
+    searched = second.get_by_test_id("searched-for")
+    expect(searched).to_contain_text("Searched for:")
+    expect(searched).to_contain_text(FOLLOW_UP)
+    expect(searched).to_contain_text("url")
+    chip = second.get_by_test_id("citation-chip").first
+    expect(chip).to_be_visible()
+    chip.hover()
+    expect(second.locator(".cite-card").first).to_contain_text("url.pdf, page")
+    shoot(page, "thread_follow_up")
+    asked = Message.objects.get(content=FOLLOW_UP)
+    assert asked.is_follow_up
+    assert asked.anchors == [note.attachments.get().pk]
+
+    page.set_viewport_size({"width": 390, "height": 844})
+    shoot(page, "thread_follow_up_390")
+    page.set_viewport_size({"width": 1280, "height": 900})
+
+    # Four messages: nothing old enough to summarise yet, and the page says so.
+    page.get_by_role("button", name=re.compile("Compact")).click()
+    expect(page.locator("body")).to_contain_text(re.compile(r"[Nn]othing to compact"))
+
+    # The memory stated in the first question, extracted by the worker after the answer.
+    deadline = time.monotonic() + 60
+    while not Memory.objects.filter(notebook=note.notebook).exists():
+        worker.check_alive()
+        assert time.monotonic() < deadline, f"no memory; worker log:\n{worker.tail()}"
+        time.sleep(1)
+    page.goto(f"/notebooks/{note.notebook_id}/")
+    panel = page.locator("#memories")
+    expect(panel).to_contain_text("I prefer short answers")
+    shoot(page, "thread_memory_panel")
+    assert errors == [], "\n".join(errors)

@@ -11,6 +11,7 @@ from markdown_it.common.normalize_url import normalizeLinkText
 
 from attachments.models import DocumentPage
 from notebook.markdown import link_targets, plain_text
+from notes.indexing import note_search_text
 from notes.models import Note
 
 MARKER = re.compile(r"\[(\d{1,3})\]")
@@ -44,7 +45,10 @@ def source_text(source: dict[str, Any]) -> str:
         return page or ""
     note = Note.objects.filter(pk=source["note_id"]).values_list("title", "body").first()
     # A note is quoted as its Markdown source or as the plain text a reader sees.
-    return f"{note[0]}\n{note[1]}\n{plain_text(note[1])}" if note else ""
+    if note is None:
+        return ""
+    source_text = note_search_text(note[0], note[1])
+    return f"{source_text}\n{plain_text(source_text)}"
 
 
 def verify(

@@ -199,7 +199,7 @@ def weigh(
     candidates = [
         Candidate(int(p["n"]), rank, position, sentence)
         for rank, p in enumerate(passages)
-        for position, sentence in enumerate(sentences(readable(p)))
+        for position, sentence in enumerate(passage_sentences(p))
     ]
     if not candidates:
         return Evidence()
@@ -220,6 +220,14 @@ def readable(passage: dict[str, Any]) -> str:
     """A passage's text as a reader sees it: a note's Markdown as plain text."""
     text = str(passage.get("text", ""))
     return plain_text(text) if passage.get("kind") == "note" else text
+
+
+def passage_sentences(passage: dict[str, Any]) -> list[str]:
+    """The sentences of a passage; a note's plain text line by line (its headings and list
+    items are lines of their own, not run into the sentence after them)."""
+    if passage.get("kind") == "note":
+        return [s for line in readable(passage).splitlines() for s in sentences(line)]
+    return sentences(readable(passage))
 
 
 def backing_sentence(claim: str, source_text: str) -> str | None:

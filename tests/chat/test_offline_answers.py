@@ -1,0 +1,148 @@
+"""Offline answers worth reading: names the sources never mention are refused, notes are quoted
+as plain text, citations run 1..n, follow-ups come from real headings, and the mode shapes the
+answer."""
+
+from __future__ import annotations
+
+import pytest
+
+from chat import services
+from chat.agent import generate
+from chat.citations import renumber
+from chat.extractive import _real_heading
+from chat.grounding import salient_terms
+from chat.models import Message
+from notes.services import note_create
+from tests.attachments.test_pipeline import ingest
+from tests.conftest import upload
+from tests.factories import NotebookFactory
+
+pytestmark = pytest.mark.django_db
+QUESTION = "Why does the url package refuse to break a line between two consecutive colons?"
+
+
+@pytest.fixture
+def url_note(alice):
+    notebook = NotebookFactory.create(owner=alice, title="TeX")
+    note = note_create(notebook=notebook, author=alice, title="URLs")
+    attachment = ingest(upload(alice, note, "url.pdf"))
+    assert attachment.status == "ready"
+    return note
+
+
+def answer(note, question: str, *, mode: str = "", notebook_chat: bool = False) -> Message:
+    conversation = services.conversation_create(
+        owner=note.notebook.owner, notebook=note.notebook, note=None if notebook_chat else note
+    )
+    _, pending = services.message_ask(conversation=conversation, content=question, mode=mode)
+    done = generate(pending.pk, lambda event, data: None)
+    assert done is not None
+    return done
+
+
+def test_a_name_the_sources_never_mention_is_refused(url_note):
+    done = answer(url_note, "What is the capital of Peru?")
+    assert done.metadata["grounding"] == "abstained"
+    assert "never mention “Peru”" in done.content
+    assert done.citations == []
+    assert done.follow_ups == []
+
+
+def test_names_are_found_case_folded_and_short_acronyms_do_not_refuse(url_note):
+    assert salient_terms("Does the Url package break lines in a PDF?") == ["Url"]
+    done = answer(url_note, "Does the Url package break lines at colons in a PDF?")
+    assert done.metadata["grounding"] == "cited"
+
+
+def test_german_nouns_are_not_names():
+    assert salient_terms("Wie bricht das Paket eine Zeile im Dokument um?") == []
+    assert salient_terms("What is the capital of Peru?") == ["Peru"]
+
+
+def test_citations_are_numbered_in_order_of_first_use_without_repeats(url_note):
+    done = answer(url_note, QUESTION)
+    numbers = [c["n"] for c in done.citations]
+    assert numbers == list(range(1, len(numbers) + 1))
+    markers = [int(n) for n in __import__("re").findall(r"\[(\d+)\]", done.content)]
+    assert sorted(set(markers)) == numbers
+    assert markers[0] == 1
+
+
+def test_renumbering_drops_unverified_markers_and_repeats():
+    text, citations = renumber(
+        "A [2]. B [7][7]. C [2] D [9].",
+        [{"n": 2, "quote": "a"}, {"n": 7, "quote": "b"}, {"n": 7, "quote": "c"}],
+    )
+    assert text == "A [1]. B [2]. C [1] D."
+    assert citations == [{"n": 1, "quote": "a"}, {"n": 2, "quote": "b"}]
+
+
+def test_a_note_is_quoted_as_plain_text(alice):
+    notebook = NotebookFactory.create(owner=alice, title="R")
+    note_create(
+        notebook=notebook, author=alice, title="Reading data",
+        body="## Reading CSV\n\nUse **`read.csv()`** to read a *comma separated* file into a "
+        "data frame, see [the manual](https://example.org).",
+    )  # fmt: skip
+    conversation = services.conversation_create(owner=alice, notebook=notebook)
+    _, pending = services.message_ask(
+        conversation=conversation, content="How do I read a comma separated file into a data frame?"
+    )
+    done = generate(pending.pk, lambda event, data: None)
+    assert done.metadata["grounding"] == "cited"
+    [citation] = done.citations
+    assert citation["kind"] == "note"
+    assert "read.csv() to read a comma separated file" in citation["quote"]
+    assert "**" not in done.content
+    assert "`" not in citation["quote"]
+    assert "](" not in done.content
+
+
+@pytest.mark.parametrize(
+    ("heading", "real"),
+    [
+        ("5 Defining styles", True),
+        ("3 Style", True),
+        ("第 3 章 文档结构", True),
+        ("1 See the on-line help for autoload for the meaning of this.", False),
+        ("1. Install the package first.", False),
+        ("• an item of a list", False),
+        ("A whole sentence that goes on and on about what the package does in detail.", False),
+    ],
+)
+def test_only_real_headings_become_suggestions(heading, real):
+    assert _real_heading(heading) is real
+
+
+def test_follow_up_suggestions_are_found_again_by_a_search(url_note):
+    done = answer(url_note, QUESTION)
+    assert done.follow_ups
+    for suggestion in done.follow_ups:
+        assert "“" in suggestion
+        assert "on-line help" not in suggestion
+
+
+@pytest.mark.parametrize(("mode", "passages"), [("exploring", 8), ("research", 4), ("learning", 6)])
+def test_the_mode_sets_how_many_passages_are_searched(url_note, mode, passages):
+    done = answer(url_note, QUESTION, mode=mode)
+    assert done.tool_calls[0]["arguments"]["limit"] == passages
+    assert done.reply_to.mode == mode
+    assert done.conversation.mode == mode
+
+
+def test_learning_ends_with_a_check_question_and_research_flags_uncertainty(url_note):
+    learning = answer(url_note, QUESTION, mode="learning")
+    assert "Check yourself:" in learning.content
+    assert learning.content.rstrip().endswith("?")
+    research = answer(url_note, "Which characters can break a line inside a url?", mode="research")
+    if research.confidence != "high":
+        assert "support this only in part" in research.content
+
+
+def test_an_unknown_mode_is_refused_with_nothing_saved(url_note):
+    conversation = services.conversation_create(
+        owner=url_note.notebook.owner, notebook=url_note.notebook, note=url_note
+    )
+    with pytest.raises(Exception, match="Choose a mode"):
+        services.message_ask(conversation=conversation, content=QUESTION, mode="party")
+    assert not conversation.messages.exists()

@@ -14,7 +14,7 @@ from chat.models import Memory, Message
 from notes.models import Note
 from tests.conftest import EVAL_PDFS
 from tests.e2e.helpers import login
-from tests.e2e.test_chat import (  # noqa: F401 - fixtures
+from tests.e2e.test_chat import (  # noqa: F401 - fixtures, shared
     ANSWER_TIMEOUT,
     PASSWORD,
     asgi_server,
@@ -44,7 +44,7 @@ def ask(page: Page, text: str, n: int) -> None:
 
 
 def test_a_follow_up_keeps_the_thread_compact_and_memory(
-    chat_page: Page, errors: list[str], note: Note, worker: Worker  # noqa: F811 - fixtures
+    chat_page: Page, errors: list[str], note: Note, worker: Worker
 ) -> None:
     page = chat_page
     login(page, "erin", PASSWORD)

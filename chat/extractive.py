@@ -18,6 +18,7 @@ from chat.grounding import (
     Candidate,
     Evidence,
     key_terms,
+    salient_terms,
     search_first,
     sentences,
     terms,
@@ -170,7 +171,7 @@ class ExtractiveAnswerer:
     ) -> list[str]:  # fmt: skip
         """Questions the sources can answer next: sections near the answer that the question
         did not ask about (real headings only, each found again by a keyword search), and a
-        word of the question the answer did not cover when the sources have it."""
+        name of the question the answer did not cover when the sources have it."""
         from search.retrieval import Scope, phrase_occurs, search
 
         scope = Scope(
@@ -190,9 +191,8 @@ class ExtractiveAnswerer:
             if found.hits:
                 out.append(f"What does the section “{heading}” say?")
         covered = set().union(*(terms(c.text) for c in chosen)) if chosen else set()
-        missing = [
-            w for w in re.findall(r"\w{4,}", question) if terms(w) and not terms(w) <= covered
-        ]
+        # Only a name or code the question gives (not "also", "work", …) is worth a search.
+        missing = [w for w in salient_terms(question) if terms(w) and not terms(w) <= covered]
         for word in missing[:2]:
             if len(out) < 3 and phrase_occurs(user=context.user, phrase=word, scope=scope):
                 out.append(f"Where do the sources mention “{word}”?")

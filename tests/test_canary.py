@@ -425,3 +425,29 @@ def test_summaries_of_bobs_conversations_never_reach_alice(world, fake, alice_cl
     for body in fake.bodies:
         for message in body["messages"]:
             assert_nothing_of_bobs(str(message.get("content")), f"a {message['role']} turn")
+
+
+def test_reformulated_queries_see_only_the_askers_conversation(world, alice_client, alice_api):
+    """A follow-up is completed from its own conversation only: Bob's conversation about the
+    same PDF, full of his canary, is never seen, searched or shown."""
+    from chat.models import Message
+    from chat.reformulation import reformulate
+
+    bobs = services.conversation_create(owner=world.bob, notebook=world.bobs_book)
+    Message.objects.create(conversation=bobs, role="user",
+                           content=f"How do URLs break? Remember {BOB_SENTENCE}")  # fmt: skip
+    Message.objects.create(conversation=bobs, role="assistant",
+                           content=f"URLs break at {CANARY} [1].")  # fmt: skip
+    conversation = services.conversation_create(
+        owner=world.alice, notebook=world.book, note=world.note
+    )
+    ask(conversation, "Why does the url package refuse to break a line between two colons?")
+    answer, events = ask(conversation, "And what about it with slashes?")
+    asked = answer.reply_to
+    assert asked.is_follow_up
+    assert_nothing_of_bobs(asked.search_query + json.dumps(asked.anchors), "the searched query")
+    assert set(asked.anchors) <= {world.pdf.pk}
+    assert_nothing_of_bobs(without_arguments(events), "the searched event")
+    seen = reformulate(asked).seen
+    assert set(seen) <= set(conversation.messages.values_list("pk", flat=True))
+    assert_conversation_clean(world, conversation, alice_client, alice_api)

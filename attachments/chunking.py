@@ -1,9 +1,10 @@
 """Heading-aware chunking of extracted pages.
 
 Chunks never cross a page, aim for TARGET_MIN..TARGET_MAX characters, overlap by about
-OVERLAP characters when a section has to be cut, keep small tables whole, and remember
-their character offsets in the page text (so a quoted sentence can be found again) and the
-heading path they sit under (e.g. ["5 Arrays and matrices", "5.1 Arrays"]).
+OVERLAP characters when a section has to be cut, keep small tables whole, leave out running
+heads and footers (attachments.pdf.layout), and remember their character offsets in the page
+text (so a quoted sentence can be found again) and the heading path they sit under (e.g.
+["5 Arrays and matrices", "5.1 Arrays"]).
 """
 
 from __future__ import annotations
@@ -14,6 +15,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from attachments.pdf.extract import ExtractedPage
+from attachments.pdf.layout import (
+    HEADING_SIZE,
+    SMALL_PRINT,
+    Boilerplate,
+    Segment,
+    body_size,
+    find_boilerplate,
+    running_key,
+    segments,
+)
 from notebook.textutil import estimate_tokens
 
 TARGET_MIN = 800
@@ -23,6 +34,7 @@ OVERLAP = 200
 MIN_BEFORE_HEADING = 300
 MAX_HEADING_CHARS = 120
 MAX_LEVELS = 4
+SAME_SIZE = 0.95  # a heading size this close to a larger one is the same level
 
 _NUMBERED = re.compile(r"^(\d{1,2}(?:\.\d{1,2}){0,3})\.?\s+(\S.*)$")
 _NAMED = re.compile(
@@ -30,6 +42,8 @@ _NAMED = re.compile(
     r"|^第\s*[一二三四五六七八九十百千\d]+\s*[章节部篇]",
     re.IGNORECASE,
 )
+# Punctuation inside a line that runs on into more text: a sentence, not a title.
+_SENTENCES = re.compile(r"[。；：.;:]\S")
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|(?<=[。！？；])|\n")
 _TABLE_GAP = re.compile(r"\S(\s{2,}|\t|\s\|\s)\S")
 
@@ -40,6 +54,7 @@ class Block:
     end: int
     heading_level: int | None = None  # None: body text
     is_table: bool = False
+    running: bool = False  # a running head or footer: in no chunk
 
 
 @dataclass
@@ -56,96 +71,109 @@ class Chunk:
         return estimate_tokens(self.content)
 
 
-@dataclass
-class _Segment:
-    start: int
-    end: int
-    text: str
-    size: float
-    bold: bool
-    standalone: bool  # alone in its text box (blank lines around it)
-
-
-def _segments(page: ExtractedPage) -> list[_Segment]:
-    styles = {line.start: line for line in page.lines}
-    text = page.text
-    out: list[_Segment] = []
-    pos = 0
-    for raw in text.split("\n"):
-        start, end = pos, pos + len(raw)
-        pos = end + 1
-        if not raw.strip():
-            continue
-        style = styles.get(start)
-        before_blank = start == 0 or text[max(0, start - 2) : start] == "\n\n"
-        after_blank = end >= len(text) or text[end : end + 2] == "\n\n"
-        out.append(
-            _Segment(
-                start,
-                end,
-                raw.strip(),
-                style.size if style else 0.0,
-                style.bold if style else False,
-                before_blank and after_blank,
-            )
-        )
-    return out
-
-
-def _boilerplate(pages: Sequence[ExtractedPage]) -> set[str]:
-    """Running heads and footers: short lines repeated on many pages (digits ignored)."""
-    counts: Counter[str] = Counter()
-    for page in pages:
-        seen = {re.sub(r"\d+", "#", s.text) for s in _segments(page) if len(s.text) <= 100}
-        counts.update(seen)
-    # A real heading is printed once; a line on three or more pages is a running head or foot.
-    return {text for text, n in counts.items() if n >= 3}
-
-
-def _body_size(pages: Sequence[ExtractedPage]) -> float:
-    weights: Counter[float] = Counter()
-    for page in pages:
-        for line in page.lines:
-            if line.size:
-                weights[round(line.size * 2) / 2] += line.end - line.start
-    return weights.most_common(1)[0][0] if weights else 0.0
-
-
 _TOC_LEADER = re.compile(r"(\.\s?){3,}\s*\w+$")
+# List items are never headings: bullets, "(a)", "a)", "(iv)", "3)", "b. ".
+_LIST_ITEM = re.compile(
+    r"^(?:[•·▪▫◦‣∙●○■□►▸➢✓✔–—*-]\s?|\(?[A-Za-z]\)\s|\([ivxIVX]{1,4}\)\s|\(?\d{1,2}\)\s|[a-z]\.\s)"
+)
+_WORD = re.compile(r"[^\W\d_]{2,}")
+_VOWEL = re.compile(r"[aeiouyAEIOUY]")
+# "1. Install the package": a list item, unless its size or weight make it a heading.
+_ENUMERATED = re.compile(r"^\d{1,2}\.\s")
+
+
+def _readable(text: str) -> bool:
+    """Words, not glyphs of a music or symbol font ("hhhh", "(cid:26) c", "PNhh")."""
+    if "(cid:" in text:
+        return False
+    return bool(_NUMBERED.match(text)) or any(
+        not word.isascii() or _VOWEL.search(word) or (word.isupper() and len(word) >= 3)
+        for word in _WORD.findall(text)
+    )
 
 
 def _looks_like_heading_text(text: str) -> bool:
     return (
         2 <= len(text) <= MAX_HEADING_CHARS
-        and any(ch.isalpha() for ch in text)
+        and _readable(text)
         and not text.endswith((",", ";", "-", "。", "，"))
         and "，" not in text
         and not _TOC_LEADER.search(text)  # a table-of-contents entry, not the heading itself
+        and not _LIST_ITEM.match(text)
     )
 
 
-def classify_headings(pages: Sequence[ExtractedPage]) -> dict[tuple[int, int], int]:
+def _numbered_level(text: str) -> int | None:
+    """The level of a numbered heading ("5.2 Changing linebreaks": 2), None for a list item
+    ("1. Install the package"), a footnote ("1 See the on-line help for autoload.") or a
+    formula."""
+    numbered = _NUMBERED.match(text)
+    if not numbered:
+        return None
+    title = numbered.group(2)
+    if _ENUMERATED.match(text) and not (title.isupper() and len(title) >= 4):
+        return None  # but "8. TRANSLATION" is a section of a license
+    if not (title[0].isupper() or (title[0].isalpha() and not title[0].isascii())):
+        return None
+    if _SENTENCES.search(title):  # a list item with sentences
+        return None
+    if title.endswith(".") and len(title.split()) >= 4:  # a sentence: a footnote
+        return None
+    return min(numbered.group(1).count(".") + 1, MAX_LEVELS)
+
+
+def _size_ranks(sizes: Counter[float]) -> dict[float, int]:
+    """Heading level (1 = largest) of each heading size (with how many lines have it). Sizes
+    within SAME_SIZE of a larger one share its level (20.7 and 20.2 points: both chapters); at
+    most MAX_LEVELS levels, and when there would be more, sizes of one line only (a font
+    demonstration, a title page) make none."""
+
+    def levels(candidates: set[float]) -> dict[float, int]:
+        out: dict[float, int] = {}
+        level, top = 0, 0.0
+        for size in sorted(candidates, reverse=True):
+            if not level or size < top * SAME_SIZE:
+                level, top = level + 1, size
+            out[size] = level
+        return out
+
+    ranks = levels(set(sizes))
+    if max(ranks.values(), default=0) > MAX_LEVELS:
+        ranks = levels({size for size, n in sizes.items() if n > 1} or set(sizes))
+    return {size: level for size, level in ranks.items() if level <= MAX_LEVELS}
+
+
+def classify_headings(
+    pages: Sequence[ExtractedPage], boilerplate: Boilerplate | None = None
+) -> dict[tuple[int, int], int]:
     """Map (page number, line start) to a heading level (1 = top) for lines that are headings.
 
     Font size above the body size decides first (bigger = higher level); then bold short
     lines; then, for lines alone in their box, numbering ("2.1 Methods"), names ("Chapter 3")
-    and ALL-CAPS lines.
+    and ALL-CAPS lines. Never headings: running heads and footers, lines repeated on many
+    pages (unless a heading-sized one a running head repeats), small print (footnotes), list
+    items.
     """
-    body = _body_size(pages)
-    boiler = _boilerplate(pages)
-    big_sizes: set[float] = set()
-    candidates: list[tuple[int, _Segment]] = []
+    body = body_size(pages)
+    boiler = boilerplate or find_boilerplate(pages)
+    big_sizes: Counter[float] = Counter()
+    candidates: list[tuple[int, Segment]] = []
     for page in pages:
-        for seg in _segments(page):
-            if not _looks_like_heading_text(seg.text):
+        running = boiler.starts(page.number)
+        for seg in segments(page):
+            if seg.start in running or not _looks_like_heading_text(seg.text):
                 continue
-            if re.sub(r"\d+", "#", seg.text) in boiler:
+            big = bool(body) and seg.size >= body * HEADING_SIZE
+            key = running_key(seg.text)
+            if key in boiler.repeated and not (big and key in boiler.running_keys):
+                continue
+            if body and seg.size and seg.size < body * SMALL_PRINT:
                 continue
             candidates.append((page.number, seg))
-            if body and seg.size >= body * 1.15:
-                big_sizes.add(round(seg.size * 2) / 2)
-    ranks = {size: i + 1 for i, size in enumerate(sorted(big_sizes, reverse=True)[:MAX_LEVELS])}
-    lowest = min(len(ranks) + 1, MAX_LEVELS)
+            if big:
+                big_sizes[round(seg.size * 2) / 2] += 1
+    ranks = _size_ranks(big_sizes)
+    lowest = min(max(ranks.values(), default=0) + 1, MAX_LEVELS)
     levels: dict[tuple[int, int], int] = {}
     for number, seg in candidates:
         size_key = round(seg.size * 2) / 2
@@ -155,17 +183,18 @@ def classify_headings(pages: Sequence[ExtractedPage]) -> dict[tuple[int, int], i
         elif seg.bold and len(seg.text) <= 80 and not seg.text.endswith("."):
             level = lowest
         elif seg.standalone and len(seg.text) <= 80:
-            numbered = _NUMBERED.match(seg.text)
-            if (
-                numbered
-                and (numbered.group(2)[0].isupper() or not numbered.group(2)[0].isascii())
-                and not re.search(r"[。；：.;:]\S", numbered.group(2))  # a list item with sentences
+            if _NUMBERED.match(seg.text) and (depth := _numbered_level(seg.text)):
+                # Below the levels sizes make: "2.1" in body size under "2" in a larger one.
+                level = min(depth + max(ranks.values(), default=1) - 1, MAX_LEVELS)
+            elif (
+                (named := _NAMED.match(seg.text))
+                # Where headings have their sizes, a chapter's name is in one of them.
+                and not (ranks and seg.size)
+                and not _SENTENCES.search(seg.text[named.end() :])
             ):
-                level = min(numbered.group(1).count(".") + 1, MAX_LEVELS)
-            elif _NAMED.match(seg.text):
                 level = 1
             elif (
-                seg.text.isupper()
+                all(ch.isupper() for ch in seg.text if ch.isalpha())  # "LATEX 的…": no caps
                 and sum(ch.isalpha() for ch in seg.text) >= 4
                 and len(seg.text) <= 60
             ):
@@ -175,22 +204,38 @@ def classify_headings(pages: Sequence[ExtractedPage]) -> dict[tuple[int, int], i
     return levels
 
 
-def _blocks(page: ExtractedPage, levels: dict[tuple[int, int], int]) -> list[Block]:
-    """Paragraphs (text boxes) and headings of one page, in reading order."""
+def _blocks(
+    page: ExtractedPage, levels: dict[tuple[int, int], int], running: set[int]
+) -> list[Block]:
+    """Paragraphs (text boxes), headings and running heads of one page, in reading order."""
     blocks: list[Block] = []
     current: Block | None = None
     table_lines = 0
     lines_in_block = 0
     text = page.text
-    for seg in _segments(page):
+    for seg in segments(page):
         level = levels.get((page.number, seg.start))
+        if seg.start in running:
+            level = None
+        elif (
+            level is not None
+            and current is None
+            and blocks
+            and blocks[-1].heading_level == level
+            and text[blocks[-1].end : seg.start] == "\n"
+            and not (_NUMBERED.match(seg.text) or _NAMED.match(seg.text))
+        ):
+            blocks[-1].end = seg.end  # a heading wrapped onto a second line
+            continue
         new_box = current is None or text[current.end : seg.start].count("\n") >= 2
-        if level is not None or new_box:
+        if level is not None or new_box or seg.start in running:
             if current is not None:
                 current.is_table = lines_in_block >= 3 and table_lines * 3 >= lines_in_block * 2
                 blocks.append(current)
-            if level is not None:
-                blocks.append(Block(seg.start, seg.end, heading_level=level))
+            if level is not None or seg.start in running:
+                blocks.append(
+                    Block(seg.start, seg.end, heading_level=level, running=seg.start in running)
+                )
                 current = None
                 table_lines = lines_in_block = 0
                 continue
@@ -255,9 +300,12 @@ def _emit(
             chunks.append(Chunk(page.number, a, b, page.text[a:b], list(path), table))
 
 
-def chunk_pages(pages: Sequence[ExtractedPage]) -> list[Chunk]:
+def chunk_pages(
+    pages: Sequence[ExtractedPage], boilerplate: Boilerplate | None = None
+) -> list[Chunk]:
     """Chunks for a whole document, in page order (see the module docstring)."""
-    levels = classify_headings(pages)
+    boiler = boilerplate or find_boilerplate(pages)
+    levels = classify_headings(pages, boiler)
     path: list[tuple[int, str]] = []  # (level, heading text), outermost first; spans pages
     chunks: list[Chunk] = []
     for page in pages:
@@ -266,14 +314,21 @@ def chunk_pages(pages: Sequence[ExtractedPage]) -> list[Chunk]:
         end = 0
         cur_path: list[str] = []
         table = False
-        for block in _blocks(page, levels):
+        for block in _blocks(page, levels, boiler.starts(page.number)):
             headings = [t for _, t in path]
+            if block.running:
+                # The open chunk ends before a running head or footer and the next starts
+                # after it: chunks stay substrings of the page, without the head.
+                if start is not None:
+                    _emit(chunks, page, start, end, cur_path, table)
+                start = None
+                continue
             if block.heading_level is not None:
                 if start is not None and end - start >= MIN_BEFORE_HEADING:
                     _emit(chunks, page, start, end, cur_path, table)
                     start = None
                 path = [(lvl, t) for lvl, t in path if lvl < block.heading_level]
-                path.append((block.heading_level, text[block.start : block.end].strip()))
+                path.append((block.heading_level, " ".join(text[block.start : block.end].split())))
                 if start is None:
                     start, end, table = block.start, block.end, False
                     cur_path = [t for _, t in path]

@@ -108,6 +108,11 @@ class DocumentPage(models.Model):
     number = models.PositiveIntegerField()  # 1-based physical page
     text = models.TextField(blank=True)
     is_ocr = models.BooleanField(default=False)
+    # The text's lines with their font: [start, end, size, bold] each ([] for OCR pages and
+    # pages extracted before this was kept). Re-chunking reads them instead of the PDF.
+    lines = models.JSONField(default=list, blank=True)
+    # [start, end] of each running head or footer line: in no chunk; dimmed when shown.
+    running = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["number"]

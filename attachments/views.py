@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 
 from django.contrib import messages
@@ -10,8 +11,8 @@ from django.core.exceptions import ValidationError
 from django.http import FileResponse, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils.html import format_html
-from django.utils.safestring import SafeString
+from django.utils.html import escape, format_html
+from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_http_methods, require_POST
 
 from attachments import selectors, services
@@ -129,30 +130,37 @@ def attachment_download(request: AuthenticatedHttpRequest, attachment_id: int) -
 @login_required
 @require_http_methods(["GET"])
 def attachment_pages(request: AuthenticatedHttpRequest, attachment_id: int) -> HttpResponse:
-    """The extracted text, page by page. `?page=N&quote=…` marks a cited quote on page N (the
-    quote matches whatever whitespace the page has between its words)."""
+    """The extracted text, page by page, running heads and footers dimmed. `?page=N&quote=…`
+    marks a cited quote on page N (the quote matches whatever whitespace the page has between
+    its words)."""
     attachment = selectors.attachment_get(user=request.user, attachment_id=attachment_id)
     pages = list(selectors.attachment_pages(user=request.user, attachment_id=attachment_id))
     quote = request.GET.get("quote", "")[:2000]
     page_number = request.GET.get("page", "")
     found = None
     for page in pages:
-        marked = mark_quote(page.text, quote) if quote and page_number == str(page.number) else None
+        span = quote_span(page.text, quote) if quote and page_number == str(page.number) else None
         if quote and page_number == str(page.number):
-            found = marked is not None
-        setattr(page, "marked", marked)  # noqa: B010 - read by the template
-    context = {"attachment": attachment, "pages": pages, "quote": quote, "quote_found": found}
+            found = span is not None
+        setattr(page, "html", page_html(page.text, page.running, span))  # noqa: B010
+    context = {
+        "attachment": attachment,
+        "pages": pages,
+        "quote": quote,
+        "quote_found": found,
+        "has_running": any(page.running for page in pages),
+    }
     return render(request, "attachments/pages.html", context)
 
 
 _WHITESPACE = re.compile(r"\s+")  # the characters str.split() splits on
 
 
-def mark_quote(text: str, quote: str) -> SafeString | None:
-    """`text` escaped, with the first whitespace-insensitive occurrence of `quote` in <mark>;
-    None when the quote is not there. Linear in text + quote: both have their runs of
-    whitespace folded to one space and str.find looks for the one in the other (a regex of the
-    quote's words would backtrack wherever the page almost matches: seconds on a long page)."""
+def quote_span(text: str, quote: str) -> tuple[int, int] | None:
+    """(start, end) in `text` of the first whitespace-insensitive occurrence of `quote`; None
+    when it is not there. Linear in text + quote: both have their runs of whitespace folded to
+    one space and str.find looks for the one in the other (a regex of the quote's words would
+    backtrack wherever the page almost matches: seconds on a long page)."""
     needle = " ".join(quote.split())
     if not needle:
         return None
@@ -174,8 +182,38 @@ def mark_quote(text: str, quote: str) -> SafeString | None:
         shift += len(space[0]) - 1
     if start < 0:
         start = found + shift
-    end = last + shift + 1
-    return format_html('{}<mark id="quote">{}</mark>{}', text[:start], text[start:end], text[end:])
+    return start, last + shift + 1
+
+
+def mark_quote(text: str, quote: str) -> SafeString | None:
+    """`text` escaped, with the first whitespace-insensitive occurrence of `quote` in <mark>;
+    None when the quote is not there."""
+    span = quote_span(text, quote)
+    return page_html(text, [], span) if span else None
+
+
+def page_html(text: str, running: list[list[int]], mark: tuple[int, int] | None) -> SafeString:
+    """`text` escaped; running heads and footers (spans [start, end]) in a dimmed span, the
+    quote at `mark` in <mark id="quote"> (a running line inside it is dimmed within it)."""
+    spans = [(max(0, a), min(len(text), b)) for a, b in running if a < b]
+    cuts = sorted({0, len(text), *(x for span in spans for x in span), *(mark or ())})
+    out: list[str] = []
+    for a, b in itertools.pairwise(cuts):
+        if mark and a == mark[0]:
+            out.append('<mark id="quote">')
+        if any(s <= a and b <= e for s, e in spans):
+            out.append(format_html(RUNNING_LINE, text[a:b]))
+        else:
+            out.append(escape(text[a:b]))
+        if mark and b == mark[1]:
+            out.append("</mark>")
+    return mark_safe("".join(out))  # noqa: S308 - every piece of text is escaped above
+
+
+RUNNING_LINE = (
+    '<span class="running-line" title="A running head or footer: left out of search, answers '
+    'and citations">{}</span>'
+)
 
 
 @login_required

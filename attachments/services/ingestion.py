@@ -16,7 +16,7 @@ from django.db.models import F
 from django.utils import timezone
 from django_q.exceptions import TimeoutException
 
-from attachments.chunking import chunk_pages
+from attachments.chunking import Chunk, chunk_pages
 from attachments.models import (
     ChunkVector,
     DocumentChunk,
@@ -31,6 +31,7 @@ from attachments.pdf.extract import (
     extract_text,
     ocr_pages,
 )
+from attachments.pdf.layout import Boilerplate, find_boilerplate
 from attachments.services.files import unlocked_path
 from attachments.services.scheduling import claim_fairest
 from notebook.embeddings import Embedder, EmbeddingError, embedding_model_name, get_embedder
@@ -247,7 +248,8 @@ def _extract_and_index(run: _Run) -> None:
 
     started = time.monotonic()
     run.progress(Stage.CHUNKING, 0, 1, force=True)
-    chunks = chunk_pages(pages)
+    boilerplate = find_boilerplate(pages)
+    chunks = chunk_pages(pages, boilerplate)
     if not chunks and too_large and settings.OCR_ENABLED:
         raise PdfError(_too_large_for_ocr(too_large))
     if not chunks:
@@ -263,31 +265,8 @@ def _extract_and_index(run: _Run) -> None:
             raise Superseded
         DocumentChunk.objects.filter(attachment=attachment).delete()
         DocumentPage.objects.filter(attachment=attachment).delete()
-        DocumentPage.objects.bulk_create(
-            [
-                DocumentPage(attachment=attachment, number=p.number, text=p.text, is_ocr=p.is_ocr)
-                for p in pages
-            ],
-            batch_size=500,
-        )
-        DocumentChunk.objects.bulk_create(
-            [
-                DocumentChunk(
-                    attachment=attachment,
-                    index=i,
-                    page_number=c.page_number,
-                    content=c.content,
-                    heading_path=c.heading_path,
-                    start_char=c.start,
-                    end_char=c.end,
-                    char_count=len(c.content),
-                    token_count=c.token_count,
-                    metadata={"table": True} if c.is_table else {},
-                )
-                for i, c in enumerate(chunks)
-            ],
-            batch_size=500,
-        )
+        DocumentPage.objects.bulk_create(page_rows(attachment, pages, boilerplate), batch_size=500)
+        DocumentChunk.objects.bulk_create(chunk_rows(attachment, chunks), batch_size=500)
         _index_text(attachment, language, config)
         run.update(
             ocr_pages=ocr_count,
@@ -298,6 +277,42 @@ def _extract_and_index(run: _Run) -> None:
             progress_total=len(chunks),
         )
     run.timings["chunk"] = round(time.monotonic() - started, 3)
+
+
+def page_rows(
+    attachment: NoteAttachment, pages: list[ExtractedPage], boilerplate: Boilerplate
+) -> list[DocumentPage]:
+    """Unsaved page rows: text, line styles (for re-chunking) and running heads and footers."""
+    return [
+        DocumentPage(
+            attachment=attachment,
+            number=p.number,
+            text=p.text,
+            is_ocr=p.is_ocr,
+            lines=[[line.start, line.end, line.size, line.bold] for line in p.lines],
+            running=[list(span) for span in boilerplate.running.get(p.number, [])],
+        )
+        for p in pages
+    ]
+
+
+def chunk_rows(attachment: NoteAttachment, chunks: list[Chunk]) -> list[DocumentChunk]:
+    """Unsaved chunk rows, indexed in document order."""
+    return [
+        DocumentChunk(
+            attachment=attachment,
+            index=i,
+            page_number=c.page_number,
+            content=c.content,
+            heading_path=c.heading_path,
+            start_char=c.start,
+            end_char=c.end,
+            char_count=len(c.content),
+            token_count=c.token_count,
+            metadata={"table": True} if c.is_table else {},
+        )
+        for i, c in enumerate(chunks)
+    ]
 
 
 def _index_text(attachment: NoteAttachment, language: str, config: str) -> None:

@@ -42,14 +42,17 @@ def keyword_hits(attachment: NoteAttachment, query: str) -> list[int]:
 
 
 def assert_consistent(attachment: NoteAttachment) -> None:
-    """Exactly one set of chunks, each pointing into its page's text, all embedded (every
-    window once)."""
+    """Exactly one set of chunks, each pointing into its page's text and holding none of its
+    running heads and footers, all embedded (every window once)."""
     pages = {p.number: p.text for p in attachment.pages.all()}
+    running = {p.number: p.running for p in attachment.pages.all()}
     assert sorted(pages) == list(range(1, (attachment.page_count or 0) + 1))
     chunks = list(attachment.chunks.order_by("index"))
     assert [c.index for c in chunks] == list(range(len(chunks)))
     for chunk in chunks:
         assert pages[chunk.page_number][chunk.start_char : chunk.end_char] == chunk.content
+        for start, end in running[chunk.page_number]:
+            assert end <= chunk.start_char or chunk.end_char <= start
         windows = list(chunk.vectors.order_by("window"))
         assert windows
         assert [v.window for v in windows] == list(range(len(windows)))

@@ -1,0 +1,113 @@
+"""Re-chunking ready attachments from their stored pages, after chunking changed (running heads
+and footers, headings): no new extraction or OCR, page texts (and so citations) untouched."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+
+from attachments.chunking import chunk_pages
+from attachments.models import DocumentChunk, DocumentPage, NoteAttachment
+from attachments.pdf.extract import ExtractedPage, Line, PdfError, extract_text
+from attachments.pdf.layout import find_boilerplate
+from attachments.services.ingestion import _index_text, _source, chunk_rows
+
+logger = logging.getLogger(__name__)
+Status = NoteAttachment.Status
+
+
+@dataclass(frozen=True)
+class Rechunked:
+    changed: bool  # the chunks were (or, in a dry run, would be) replaced
+    chunks: int
+    running_lines: int  # running heads and footers found, all pages together
+    styled_pages: int  # pages with line styles (font size, weight) to find headings by
+
+
+def _recover_styles(attachment: NoteAttachment) -> dict[tuple[int, str], list[list[Any]]]:
+    """Line styles for pages stored without them (before they were kept), read again from the
+    PDF by the text children (no OCR); keyed by (page number, text), so they only go to a page
+    whose stored text is what extraction gives today. {} for an encrypted or unreadable file."""
+    missing = [
+        number
+        for number, text, lines, is_ocr in DocumentPage.objects.filter(
+            attachment=attachment
+        ).values_list("number", "text", "lines", "is_ocr")
+        if not lines and not is_ocr and text.strip()
+    ]
+    if not missing:
+        return {}
+    try:
+        extraction = extract_text(_source(attachment), expected_pages=attachment.page_count)
+    except (PdfError, OSError) as exc:  # PasswordRequired included: its unlocked copy is gone
+        logger.info("attachment %s: no line styles from the PDF (%s)", attachment.pk, exc)
+        return {}
+    wanted = set(missing)
+    return {
+        (page.number, page.text): [[ln.start, ln.end, ln.size, ln.bold] for ln in page.lines]
+        for page in extraction.pages
+        if page.number in wanted and page.lines
+    }
+
+
+def attachment_rechunk(*, attachment_id: int, dry_run: bool = False) -> Rechunked | None:
+    """Chunk a ready attachment again from its stored pages, finding running heads, footers and
+    headings afresh; None if it is not ready (queued, processing, failed, gone).
+
+    Pages, chunks, keyword index and BM25 postings change in one transaction under the
+    attachment's row lock (a reprocess or delete waits; keyword search sees the old chunks or
+    the new). New chunks have no vectors: `attachment_reembed` embeds them. Idempotent: when
+    the chunks come out the same they are kept, vectors and all. Pages stored without line
+    styles get them from the PDF once (see _recover_styles); failing that, headings are found
+    by numbering and names alone.
+    """
+    attachment = NoteAttachment.objects.filter(pk=attachment_id, status=Status.READY).first()
+    if attachment is None:
+        return None
+    styles = _recover_styles(attachment)  # outside the lock: it can take seconds
+    with transaction.atomic():
+        locked = NoteAttachment.objects.select_for_update().filter(
+            pk=attachment_id, status=Status.READY
+        )
+        if not locked.exists():
+            return None
+        rows = list(DocumentPage.objects.filter(attachment=attachment).order_by("number"))
+        for row in rows:
+            if not row.lines and (recovered := styles.get((row.number, row.text))):
+                row.lines = recovered
+        pages = [
+            ExtractedPage(row.number, row.text, [Line(*ln) for ln in row.lines], row.is_ocr)
+            for row in rows
+        ]
+        boilerplate = find_boilerplate(pages)
+        chunks = chunk_pages(pages, boilerplate)
+        old = list(
+            DocumentChunk.objects.filter(attachment=attachment)
+            .order_by("index")
+            .values_list("page_number", "start_char", "end_char", "heading_path", "metadata")
+        )
+        new = [
+            (c.page_number, c.start, c.end, c.heading_path, {"table": True} if c.is_table else {})
+            for c in chunks
+        ]
+        # No chunks at all would leave a ready file unsearchable: keep the old ones then.
+        changed = bool(chunks) and old != new
+        result = Rechunked(
+            changed=changed,
+            chunks=len(chunks) if changed else len(old),
+            running_lines=sum(len(spans) for spans in boilerplate.running.values()),
+            styled_pages=sum(bool(row.lines) for row in rows),
+        )
+        if dry_run:
+            return result
+        for row in rows:
+            row.running = [list(span) for span in boilerplate.running.get(row.number, [])]
+        DocumentPage.objects.bulk_update(rows, ["lines", "running"], batch_size=500)
+        if changed:
+            DocumentChunk.objects.filter(attachment=attachment).delete()
+            DocumentChunk.objects.bulk_create(chunk_rows(attachment, chunks), batch_size=500)
+            _index_text(attachment, attachment.language, attachment.search_config)
+    return result

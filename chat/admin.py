@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from chat.models import Conversation, Message
+from chat.models import Conversation, ConversationSummary, Memory, Message
 
 
 class MessageInline(admin.TabularInline[Message, Conversation]):
@@ -34,3 +34,22 @@ class MessageAdmin(admin.ModelAdmin[Message]):
     list_select_related = ("conversation",)
     raw_id_fields = ("conversation", "reply_to")
     date_hierarchy = "created_at"
+    exclude = ("embedding",)
+
+
+@admin.register(ConversationSummary)
+class ConversationSummaryAdmin(admin.ModelAdmin[ConversationSummary]):
+    list_display = ("__str__", "conversation", "summarizer", "created_at")
+    list_filter = ("summarizer",)
+    list_select_related = ("conversation",)
+    raw_id_fields = ("conversation", "first_message", "last_message")
+
+
+@admin.register(Memory)
+class MemoryAdmin(admin.ModelAdmin[Memory]):
+    list_display = ("__str__", "owner", "notebook", "kind", "importance", "created_at")
+    list_filter = ("kind",)
+    search_fields = ("text", "owner__username", "notebook__title")
+    list_select_related = ("owner", "notebook")
+    raw_id_fields = ("owner", "notebook", "source_message")
+    exclude = ("embedding",)

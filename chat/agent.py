@@ -168,7 +168,8 @@ def _generate(message_id: int, attempt: int, emit: Emit, answerer: Answerer | No
         mode=(asked.mode if asked else "") or conversation.mode,
         summaries=summaries_for(conversation),
     )
-    if asked is not None and not context.continuing:
+    # Memories fill the chat model's prompt; the offline answerer quotes sources only.
+    if asked is not None and not context.continuing and answerer.name == "llm":
         context.memories = memories_for_prompt(
             user=conversation.owner, notebook=conversation.notebook, question=asked.content
         )

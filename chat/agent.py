@@ -168,6 +168,7 @@ def _generate(message_id: int, attempt: int, emit: Emit, answerer: Answerer | No
         mode=(asked.mode if asked else "") or conversation.mode,
         summaries=summaries_for(conversation),
     )
+    started = time.perf_counter()  # times count from here: memories and reformulation too
     # Memories fill the chat model's prompt; the offline answerer quotes sources only.
     if asked is not None and not context.continuing and answerer.name == "llm":
         context.memories = memories_for_prompt(
@@ -176,8 +177,10 @@ def _generate(message_id: int, attempt: int, emit: Emit, answerer: Answerer | No
     question = asked.content if asked else ""
     if asked is not None:
         _reformulate(asked, context, emit, message.pk)
-    started = time.perf_counter()
-    timings: dict[str, float] = {"retrieval": 0.0}
+    timings: dict[str, float] = {
+        "retrieval": 0.0,
+        "reformulation": round(time.perf_counter() - started, 3),
+    }
     parts: list[str] = [context.continuing] if context.continuing else []
     if context.continuing:  # the page shows the answer so far again, then what follows
         emit("token", {"message_id": message.pk, "text": context.continuing})

@@ -69,7 +69,7 @@ def test_the_extractive_answer_cites_verified_sentences_of_the_right_page(alice,
     assert 1 <= len(answer.follow_ups) <= 3
     assert answer.retrieved
     assert answer.tool_calls[0]["name"] == "document_search"
-    assert set(answer.timings) >= {"retrieval", "first_token", "total"}
+    assert set(answer.timings) >= {"reformulation", "retrieval", "first_token", "total"}
     kinds = [event for event, _ in events]
     assert kinds[:2] == ["searched", "tool"]  # what is searched is known before searching
     assert kinds.count("token") > 5  # streamed word by word

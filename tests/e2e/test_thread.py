@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import time
 
+import pytest
 from playwright.sync_api import Page, expect
 
 from chat.models import Memory, Message
@@ -27,6 +28,8 @@ from tests.e2e.test_chat import (  # noqa: F401 - fixtures, shared
     worker,
 )
 from tests.workers import Worker
+
+pytestmark = pytest.mark.e2e  # runs last, with the browser (Playwright's loop stays behind)
 
 FIRST = (
     "Remember that I prefer short answers. With the url package, how can I print web "

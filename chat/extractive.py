@@ -137,6 +137,13 @@ class ExtractiveAnswerer:
                 continue
             chosen.append(c)
             per_passage[c.n] = per_passage.get(c.n, 0) + 1
+        # A sentence that leans on the one before it ("This is the only way to …") brings
+        # that sentence along: it names what "this" is.
+        by_place = {(c.n, c.position): c for c in evidence.ranked}
+        for c in list(chosen):
+            before = by_place.get((c.n, c.position - 1))
+            if _LEANS_BACK.match(c.text) and before is not None and before not in chosen:
+                chosen.append(before)
         # Read in the sources' order: by passage rank, then position in the passage (a
         # learning answer's definition stays first).
         if mode.name == "learning" and chosen and _DEFINITION.search(chosen[0].text):
@@ -200,6 +207,12 @@ class ExtractiveAnswerer:
         return out[:3]
 
 
+_LEANS_BACK = re.compile(
+    r"^\W*(?:this|these|that|those|such|it|its|they|their|then|here|there|thus|hence|"
+    r"dies|diese|dieser|dieses|das|es|damit|dazu|"
+    r"这|该|它|此|其)\b|^\W*(?:这|该|它|此|其)",
+    re.IGNORECASE,
+)
 _DEFINITION = re.compile(
     r"^\W*[\w.()\\-]+(?: [\w.()\\-]+){0,4} (?:is|are|means|refers to|ist|sind|bezeichnet) "
     r"|(?:是指|是一种|是一个|称为)"

@@ -146,3 +146,20 @@ def test_an_unknown_mode_is_refused_with_nothing_saved(url_note):
     with pytest.raises(Exception, match="Choose a mode"):
         services.message_ask(conversation=conversation, content=QUESTION, mode="party")
     assert not conversation.messages.exists()
+
+
+def test_a_sentence_leaning_on_the_one_before_brings_it_along(alice):
+    notebook = NotebookFactory.create(owner=alice, title="R")
+    note_create(
+        notebook=notebook, author=alice, title="Loops",
+        body="Loops in R are written with for, while and repeat. The break statement ends any "
+        "loop early, possibly abnormally. This is the only way to terminate repeat loops.",
+    )  # fmt: skip
+    conversation = services.conversation_create(owner=alice, notebook=notebook)
+    _, pending = services.message_ask(
+        conversation=conversation, content="What is the only way to terminate repeat loops?"
+    )
+    done = generate(pending.pk, lambda event, data: None)
+    assert "This is the only way to terminate repeat loops." in done.content
+    assert "The break statement ends any loop early" in done.content
+    assert done.content.index("The break statement") < done.content.index("This is the only")

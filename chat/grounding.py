@@ -12,12 +12,10 @@ refusal never depends on a phrase in a model's text.
 from __future__ import annotations
 
 import logging
-import math
 import re
 import time
 from collections.abc import Generator
 from dataclasses import dataclass, field
-from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -27,7 +25,7 @@ from notebook.embeddings import get_embedder
 from notebook.language import detect_language
 from notebook.markdown import plain_text
 from notebook.textutil import cjk_ratio
-from search.texts import STOP_WORDS
+from search.texts import STOP_WORDS, content_terms, cosine
 
 if TYPE_CHECKING:
     from chat.events import Event
@@ -116,23 +114,9 @@ class Candidate:
         return 0.6 * self.similarity + 0.4 * self.coverage + 0.05 / (1 + self.rank)
 
 
-@cache
-def _stemmer() -> Any:
-    import Stemmer
-
-    return Stemmer.Stemmer("english")
-
-
 def terms(text: str) -> set[str]:
     """The content words of a text, stemmed (Chinese cut into words with jieba)."""
-    if cjk_ratio(text) > 0.1:
-        import jieba
-
-        jieba.setLogLevel(60)
-        words = [w.strip().lower() for w in jieba.cut_for_search(text)]
-        return {w for w in words if w and re.search(r"\w", w) and w not in _STOP}
-    words = [w for w in re.findall(r"\w+", text.lower()) if len(w) > 1 and w not in _STOP]
-    return set(_stemmer().stemWords(words))
+    return set(content_terms(text))
 
 
 _NUMBERED_HEADING = re.compile(r"^\s*\d+(?:\.\d+)*\.?\s+\S.{0,70}$")
@@ -159,12 +143,6 @@ def sentences(text: str) -> list[str]:
         if MIN_SENTENCE_CHARS <= len(piece) <= MAX_SENTENCE_CHARS and letters >= len(piece) * 0.5:
             out.append(piece)
     return out
-
-
-def _cosine(a: list[float], b: list[float]) -> float:
-    dot = sum(x * y for x, y in zip(a, b, strict=True))
-    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
-    return dot / norm if norm else 0.0
 
 
 @dataclass
@@ -211,7 +189,7 @@ def weigh(
         logger.warning("could not embed the sentences of an answer; judging by words only")
         vectors = None
     for i, c in enumerate(candidates, start=1):
-        c.similarity = _cosine(vectors[0], vectors[i]) if vectors else 0.0
+        c.similarity = cosine(vectors[0], vectors[i]) if vectors else 0.0
         c.coverage = len(wanted & terms(c.text)) / len(wanted) if wanted else 0.0
     return Evidence(ranked=sorted(candidates, key=lambda c: -c.score))
 

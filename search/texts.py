@@ -43,7 +43,7 @@ def content_terms(text: str) -> list[str]:
     return list(_stemmer().stemWords(words))
 
 
-def _cosine(a: list[float], b: list[float]) -> float:
+def cosine(a: list[float], b: list[float]) -> float:
     dot = sum(x * y for x, y in zip(a, b, strict=True))
     norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
     return dot / norm if norm else 0.0
@@ -96,7 +96,7 @@ def hybrid_rank(
                 query_vector = None
         if query_vector is not None:
             similar = sorted(
-                ((_cosine(query_vector, v), pk) for pk, _, v in items if v), reverse=True
+                ((cosine(query_vector, v), pk) for pk, _, v in items if v), reverse=True
             )
             for rank, (similarity, pk) in enumerate(similar, start=1):
                 if similarity > 0.2:

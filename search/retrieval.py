@@ -12,7 +12,7 @@ import time
 from collections import defaultdict
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
@@ -24,6 +24,7 @@ from notes.indexing import note_search_text
 from notes.models import Note, NoteVector
 from notes.selectors import visible_notes
 from search import bm25
+from search.fusion import anchor, minmax, rrf
 
 if TYPE_CHECKING:
     from notebook.types import User
@@ -32,11 +33,9 @@ Mode = Literal["lexical", "vector", "hybrid"]
 Fusion = Literal["rrf", "minmax"]
 Kind = Literal["document", "note"]
 Key = tuple[Kind, int]  # ("document", chunk id) or ("note", note id)
-RRF_K = 60
 MAX_QUERY_CHARS = 2000
 EF_SEARCH = 400  # recall@10 0.97 vs 0.85 at 100 on 100k chunks (bench), +1 ms
 WINDOWS_PER_HIT = 3  # vector rows fetched per wanted hit: a long chunk has several windows
-T = TypeVar("T")
 logger = logging.getLogger(__name__)
 
 
@@ -231,35 +230,6 @@ def _clean(query: str) -> str:
     return " ".join(query.split())[:MAX_QUERY_CHARS]
 
 
-def rrf(
-    legs: dict[str, list[tuple[T, float]]], weights: dict[str, float] | None = None
-) -> dict[T, float]:
-    """Reciprocal rank fusion: each leg adds weight / (RRF_K + rank)."""
-    fused: dict[T, float] = {}
-    for name, ranked in legs.items():
-        weight = (weights or {}).get(name, 1.0)
-        for rank, (key, _) in enumerate(ranked, start=1):
-            fused[key] = fused.get(key, 0.0) + weight / (RRF_K + rank)
-    return fused
-
-
-def minmax(
-    legs: dict[str, list[tuple[T, float]]], weights: dict[str, float] | None = None
-) -> dict[T, float]:
-    """Weighted sum of scores min-max normalised per leg (a passage missing from a leg gets 0
-    from it). Unlike RRF it keeps how far ahead the best candidates are."""
-    fused: dict[T, float] = {}
-    for name, ranked in legs.items():
-        weight = (weights or {}).get(name, 1.0)
-        if not ranked or not weight:
-            continue
-        top, bottom = ranked[0][1], ranked[-1][1]
-        spread = (top - bottom) or 1.0
-        for key, score in ranked:
-            fused[key] = fused.get(key, 0.0) + weight * (score - bottom) / spread
-    return fused
-
-
 def vector_weight(query: str) -> tuple[float, str]:
     """The vector leg's fusion weight for this query, and the query's detected language.
 
@@ -384,33 +354,6 @@ def search(
         ranked = diversify(ranked)
     total = time.perf_counter() - search_started
     return SearchResult(ranked[:limit], timings, info, total)
-
-
-def anchor(
-    fused: dict[Key, float],
-    attachment_ids: set[int],
-    boost: float,
-    pages: set[tuple[int, int]] | None = None,
-    page_boost: float = 0.0,
-) -> dict[Key, float]:
-    """Source anchoring: fused scores min-max normalised to 0..1 over the candidates, plus
-    `boost` for the chunks of the anchored documents (and `page_boost` more on the anchored
-    pages). Under RRF the normalised score is the rank equivalent: 1 for the best candidate,
-    0 for the last."""
-    if not fused or boost <= 0:
-        return fused
-    rows = DocumentChunk.objects.filter(
-        pk__in=[pk for kind, pk in fused if kind == "document"],
-        attachment_id__in=attachment_ids,
-    ).values_list("pk", "attachment_id", "page_number")
-    lift = {pk: boost + (page_boost if (a, page) in (pages or set()) else 0.0)
-            for pk, a, page in rows}  # fmt: skip
-    low, high = min(fused.values()), max(fused.values())
-    spread = (high - low) or 1.0
-    return {
-        key: (score - low) / spread + (lift.get(key[1], 0.0) if key[0] == "document" else 0.0)
-        for key, score in fused.items()
-    }
 
 
 _pools: dict[int, ThreadPoolExecutor] = {}

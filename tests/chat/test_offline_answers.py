@@ -77,18 +77,24 @@ def test_renumbering_drops_unverified_markers_and_repeats():
     assert citations == [{"n": 1, "quote": "a"}, {"n": 2, "quote": "b"}]
 
 
-def test_a_note_is_quoted_as_plain_text(alice):
-    notebook = NotebookFactory.create(owner=alice, title="R")
-    note_create(
-        notebook=notebook, author=alice, title="Reading data",
-        body="## Reading CSV\n\nUse **`read.csv()`** to read a *comma separated* file into a "
-        "data frame, see [the manual](https://example.org).",
-    )  # fmt: skip
-    conversation = services.conversation_create(owner=alice, notebook=notebook)
-    _, pending = services.message_ask(
-        conversation=conversation, content="How do I read a comma separated file into a data frame?"
-    )
+def ask_a_note(user, title: str, body: str, question: str) -> Message:
+    """Ask `question` in a notebook chat whose only source is a note."""
+    notebook = NotebookFactory.create(owner=user, title="R")
+    note_create(notebook=notebook, author=user, title=title, body=body)
+    conversation = services.conversation_create(owner=user, notebook=notebook)
+    _, pending = services.message_ask(conversation=conversation, content=question)
     done = generate(pending.pk, lambda event, data: None)
+    assert done is not None
+    return done
+
+
+def test_a_note_is_quoted_as_plain_text(alice):
+    done = ask_a_note(
+        alice, "Reading data",
+        "## Reading CSV\n\nUse **`read.csv()`** to read a *comma separated* file into a "
+        "data frame, see [the manual](https://example.org).",
+        "How do I read a comma separated file into a data frame?",
+    )  # fmt: skip
     assert done.metadata["grounding"] == "cited"
     [citation] = done.citations
     assert citation["kind"] == "note"
@@ -149,17 +155,12 @@ def test_an_unknown_mode_is_refused_with_nothing_saved(url_note):
 
 
 def test_a_sentence_leaning_on_the_one_before_brings_it_along(alice):
-    notebook = NotebookFactory.create(owner=alice, title="R")
-    note_create(
-        notebook=notebook, author=alice, title="Loops",
-        body="Loops in R are written with for, while and repeat. The break statement ends any "
+    done = ask_a_note(
+        alice, "Loops",
+        "Loops in R are written with for, while and repeat. The break statement ends any "
         "loop early, possibly abnormally. This is the only way to terminate repeat loops.",
+        "What is the only way to terminate repeat loops?",
     )  # fmt: skip
-    conversation = services.conversation_create(owner=alice, notebook=notebook)
-    _, pending = services.message_ask(
-        conversation=conversation, content="What is the only way to terminate repeat loops?"
-    )
-    done = generate(pending.pk, lambda event, data: None)
     assert "This is the only way to terminate repeat loops." in done.content
     assert "The break statement ends any loop early" in done.content
     assert done.content.index("The break statement") < done.content.index("This is the only")

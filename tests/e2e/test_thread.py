@@ -77,9 +77,17 @@ def test_a_follow_up_keeps_the_thread_compact_and_memory(
     assert asked.is_follow_up
     assert asked.anchors == [note.attachments.get().pk]
 
-    page.set_viewport_size({"width": 390, "height": 844})
-    shoot(page, "thread_follow_up_390")
-    page.set_viewport_size({"width": 1280, "height": 900})
+    for width, height in ((1366, 900), (390, 844)):
+        page.set_viewport_size({"width": width, "height": height})
+        shoot(page, f"thread_follow_up_{width}")
+        # The conversation itself never runs wider than the screen (the site header at 390 px
+        # is the workspace issue's).
+        widest = page.evaluate(
+            "Math.max(...['#message-list', '#ask-form'].map("
+            "(s) => document.querySelector(s).getBoundingClientRect().right))"
+        )
+        assert widest <= width, f"{widest} px at {width} px"
+        print(f"page width at {width}: {page.evaluate('document.documentElement.scrollWidth')}")
 
     # Four messages: nothing old enough to summarise yet, and the page says so.
     page.get_by_role("button", name=re.compile("Compact")).click()
@@ -94,5 +102,8 @@ def test_a_follow_up_keeps_the_thread_compact_and_memory(
     page.goto(f"/notebooks/{note.notebook_id}/")
     panel = page.locator("#memories")
     expect(panel).to_contain_text("I prefer short answers")
-    shoot(page, "thread_memory_panel")
+    for width, height in ((1366, 900), (390, 844)):
+        page.set_viewport_size({"width": width, "height": height})
+        shoot(page, f"thread_memory_panel_{width}")
+        assert panel.evaluate("(el) => el.getBoundingClientRect().right") <= width
     assert errors == [], "\n".join(errors)

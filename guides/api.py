@@ -1,0 +1,59 @@
+"""REST endpoints for guides; every handler reads through a selector with request.user."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ninja import Router
+
+from guides import selectors
+from guides.models import Guide
+from guides.schemas import GuideOut
+from notebook.types import AuthenticatedHttpRequest
+
+router = Router(tags=["guides"])
+
+
+def _out(guide: Guide | None, kind: str) -> dict[str, Any]:
+    if guide is None:
+        return {
+            "kind": kind,
+            "status": "none",
+            "generator": "",
+            "model": "",
+            "stale": False,
+            "error": "",
+            "title": "",
+            "summary": [],
+            "topics": [],
+            "outline": [],
+            "questions": [],
+            "sources": [],
+            "ready_at": None,
+        }
+    return {
+        "kind": guide.kind,
+        "status": guide.status,
+        "generator": guide.generator,
+        "model": guide.model,
+        "stale": guide.is_active and guide.has_content,
+        "error": guide.error,
+        **guide.content(),
+        "ready_at": guide.ready_at,
+    }
+
+
+@router.get("/attachments/{attachment_id}/guide", response=GuideOut)
+def retrieve_source_guide(request: AuthenticatedHttpRequest, attachment_id: int) -> dict[str, Any]:
+    """The PDF's guide: summary (with cited quotes), key topics, heading outline and
+    suggested questions. `status` is `none` until the PDF is ready; poll while `pending` or
+    `processing`."""
+    found = selectors.source_guide_get(user=request.user, attachment_id=attachment_id)
+    return _out(found.guide, Guide.Kind.SOURCE)
+
+
+@router.get("/notebooks/{notebook_id}/guide", response=GuideOut)
+def retrieve_notebook_guide(request: AuthenticatedHttpRequest, notebook_id: int) -> dict[str, Any]:
+    """The guide over all ready PDFs of the notebook, refreshed shortly after they change."""
+    found = selectors.notebook_guide_get(user=request.user, notebook_id=notebook_id)
+    return _out(found.guide, Guide.Kind.NOTEBOOK)

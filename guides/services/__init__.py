@@ -1,0 +1,23 @@
+"""Guide services: `scheduling` (requests, hooks, queueing, the reaper), `writing` (one run in
+a worker), `content` (what an offline guide says), `model` (what a chat model says, verified).
+Callers import from here."""
+
+from guides.services.scheduling import (
+    guide_reap_stuck,
+    guide_request_notebook,
+    guide_request_source,
+    guides_after_delete,
+    guides_after_ready,
+    guides_after_reprocess,
+)
+from guides.services.writing import guide_write
+
+__all__ = [
+    "guide_reap_stuck",
+    "guide_request_notebook",
+    "guide_request_source",
+    "guide_write",
+    "guides_after_delete",
+    "guides_after_ready",
+    "guides_after_reprocess",
+]

@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check -q
 CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: run test lint format superuser install install-dev chromium clean-data
+.PHONY: run test lint format superuser install install-dev chromium clean-data messages
 
 $(PY):
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Notebook needs Python 3.11 (Django 5.2 LTS); set PYTHON=/path/to/python3.11"'
@@ -38,6 +38,13 @@ lint: install-dev
 format: install-dev
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
+
+## Refresh the translation catalogues from the code (needs GNU gettext's xgettext), then
+## compile them (polib; no gettext needed). Translate the new entries in locale/*/LC_MESSAGES.
+messages: install-dev
+	$(PY) manage.py makemessages -l de -l zh_Hans --no-obsolete --ignore=.venv --ignore=var --ignore=tests --ignore=static/vendor --ignore=bench
+	$(PY) manage.py makemessages -d djangojs -l de -l zh_Hans --no-obsolete --ignore=.venv --ignore=var --ignore=tests --ignore=static/vendor --ignore=bench
+	$(PY) manage.py compiletranslations
 
 ## Create an admin account for /admin/ (asks for a username and password).
 superuser: install

@@ -13,6 +13,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext, ngettext
 
 from accounts.models import ApiToken, Invitation, generate_token, hash_token, invitation_expiry
 from notebook.websocket import UserClose, user_group_name
@@ -29,11 +30,20 @@ def api_token_create(*, user: User, name: str) -> tuple[ApiToken, str]:
     """Create a token for `user`; returns the row and the raw token, which is never stored."""
     name = " ".join(name.split())
     if not name:
-        raise ValidationError({"name": "Name the token after the script that will use it."})
+        raise ValidationError(
+            {"name": gettext("Name the token after the script that will use it.")}
+        )
     if len(name) > 100:
-        raise ValidationError({"name": "Keep the name under 100 characters."})
+        raise ValidationError({"name": gettext("Keep the name under 100 characters.")})
     if ApiToken.objects.filter(user=user, revoked_at__isnull=True).count() >= MAX_ACTIVE_TOKENS:
-        raise ValidationError(f"You can have at most {MAX_ACTIVE_TOKENS} active tokens.")
+        raise ValidationError(
+            ngettext(
+                "You can have at most %(count)d active token.",
+                "You can have at most %(count)d active tokens.",
+                MAX_ACTIVE_TOKENS,
+            )
+            % {"count": MAX_ACTIVE_TOKENS}
+        )
     raw = generate_token()
     token = ApiToken.objects.create(
         user=user, name=name, token_hash=hash_token(raw), prefix=raw[:10]
@@ -117,6 +127,6 @@ def user_signup(*, username: str, password: str, invitation: str | None) -> User
             ).update(used_at=timezone.now(), used_by=user)
             if claimed != 1:
                 raise ValidationError(
-                    "This invitation has been used or has expired.", code="invitation"
+                    gettext("This invitation has been used or has expired."), code="invitation"
                 )
     return user

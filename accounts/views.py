@@ -16,6 +16,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.translation import gettext, gettext_lazy
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
@@ -33,13 +34,13 @@ from notebook.types import AuthenticatedHttpRequest
 
 # Why the sign-up page shows no form (403), by SIGNUP and invitation.
 SIGNUP_REFUSED = {
-    "closed": (
+    "closed": gettext_lazy(
         "Sign-up is closed. Ask an administrator of this Notebook to create an account for you."
     ),
-    "invite": (
+    "invite": gettext_lazy(
         "Sign-up is by invitation. Ask an administrator of this Notebook for an invitation link."
     ),
-    "invalid": (
+    "invalid": gettext_lazy(
         "This invitation link cannot be used: it has been used already, has expired, or is "
         "incomplete. Ask an administrator for a new one."
     ),
@@ -77,7 +78,7 @@ def signup(request: HttpRequest) -> HttpResponse:
         except ValidationError:  # someone else used the invitation meanwhile
             return _signup_refused(request, "invalid")
         login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-        messages.success(request, "Welcome to Notebook. Start by creating a notebook.")
+        messages.success(request, gettext("Welcome to Notebook. Start by creating a notebook."))
         return redirect("notes:notebook_list")
     return render(request, "registration/signup.html", {"form": form, "invite": invite})
 
@@ -135,7 +136,10 @@ def account_settings(request: AuthenticatedHttpRequest) -> HttpResponse:
 def api_token_revoke(request: AuthenticatedHttpRequest, token_id: int) -> HttpResponse:
     token = selectors.api_token_get(user=request.user, token_id=token_id)
     services.api_token_revoke(token=token)
-    messages.success(request, f"Revoked “{token.name}”. Scripts using it now get 401.")
+    messages.success(
+        request,
+        gettext("Revoked “%(name)s”. Scripts using it now get 401.") % {"name": token.name},
+    )
     if request.htmx:
         context = {"form": ApiTokenForm(), "tokens": selectors.api_token_list(user=request.user)}
         return render(request, "accounts/settings.html#tokens", context)

@@ -8,6 +8,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models
+from django.utils.translation import gettext_lazy, pgettext_lazy
 from pgvector.django import HnswIndex, VectorField
 
 from notes.models import Note
@@ -22,19 +23,19 @@ class NoteAttachment(models.Model):
     """A PDF attached to a note, and the state of its ingestion."""
 
     class Status(models.TextChoices):
-        PENDING = "pending", "Queued"
-        PROCESSING = "processing", "Processing"
-        NEEDS_PASSWORD = "needs_password", "Needs password"
-        READY = "ready", "Ready"
-        FAILED = "failed", "Failed"
+        PENDING = "pending", pgettext_lazy("attachment status", "Queued")
+        PROCESSING = "processing", pgettext_lazy("attachment status", "Processing")
+        NEEDS_PASSWORD = "needs_password", pgettext_lazy("attachment status", "Needs password")
+        READY = "ready", pgettext_lazy("attachment status", "Ready")
+        FAILED = "failed", pgettext_lazy("attachment status", "Failed")
 
     class Stage(models.TextChoices):
-        QUEUED = "queued", "Queued"
-        EXTRACTING = "extracting", "Extracting text"
-        OCR = "ocr", "OCR"
-        CHUNKING = "chunking", "Chunking"
-        EMBEDDING = "embedding", "Embedding"
-        DONE = "done", "Done"
+        QUEUED = "queued", pgettext_lazy("attachment stage", "Queued")
+        EXTRACTING = "extracting", gettext_lazy("Extracting text")
+        OCR = "ocr", pgettext_lazy("attachment stage", "OCR")
+        CHUNKING = "chunking", pgettext_lazy("attachment stage", "Chunking")
+        EMBEDDING = "embedding", pgettext_lazy("attachment stage", "Embedding")
+        DONE = "done", pgettext_lazy("attachment stage", "Done")
 
     uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     note = models.ForeignKey(Note, on_delete=models.CASCADE, related_name="attachments")

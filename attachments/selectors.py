@@ -8,7 +8,7 @@ from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 
 from attachments.models import DocumentPage, NoteAttachment
-from notes.selectors import note_get, visible_notes
+from notes.selectors import note_get, notebook_get, visible_notes
 
 if TYPE_CHECKING:
     from notebook.types import User
@@ -22,6 +22,17 @@ def attachment_list(*, user: User, note_id: int) -> QuerySet[NoteAttachment]:
     """Attachments of one note the user may see (Http404 for anyone else's note)."""
     note = note_get(user=user, note_id=note_id)
     return NoteAttachment.objects.filter(note=note).select_related("note").order_by("created_at")
+
+
+def notebook_sources(*, user: User, notebook_id: int) -> QuerySet[NoteAttachment]:
+    """The PDFs of one visible notebook's live notes, grouped by note (most recently edited
+    note first), oldest file first within a note; Http404 for anyone else's notebook."""
+    notebook = notebook_get(user=user, notebook_id=notebook_id)
+    return (
+        NoteAttachment.objects.filter(note__notebook=notebook, note__trashed_at__isnull=True)
+        .select_related("note")
+        .order_by("-note__updated_at", "note_id", "created_at")
+    )
 
 
 def attachment_get(*, user: User, attachment_id: int) -> NoteAttachment:

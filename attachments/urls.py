@@ -8,7 +8,13 @@ app_name = "attachments"
 
 urlpatterns = [
     path("notes/<int:note_id>/attachments/", views.attachment_upload, name="upload"),
+    path(
+        "notebooks/<int:notebook_id>/sources/",
+        views.notebook_source_upload,
+        name="notebook_upload",
+    ),
     path("attachments/<int:attachment_id>/row/", views.attachment_row, name="row"),
+    path("attachments/<int:attachment_id>/source/", views.source_row, name="source"),
     path("attachments/<int:attachment_id>/file/", views.attachment_download, name="download"),
     path("attachments/<int:attachment_id>/pages/", views.attachment_pages, name="pages"),
     path(

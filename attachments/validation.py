@@ -15,6 +15,8 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.files.uploadedfile import UploadedFile
 from django.db.models import Sum
+from django.utils.formats import number_format
+from django.utils.translation import gettext
 
 from attachments.models import NoteAttachment
 
@@ -64,11 +66,12 @@ def validate_pdf_upload(*, user: User, uploaded: UploadedFile[bytes]) -> Validat
     limit = settings.MAX_UPLOAD_MB * MB
     if size > limit:
         raise ValidationError(
-            f"“{name}” is {_human(size)}; the limit is {settings.MAX_UPLOAD_MB} MB.",
+            gettext("“%(name)s” is %(size)s; the limit is %(limit)s MB.")
+            % {"name": name, "size": _human(size), "limit": settings.MAX_UPLOAD_MB},
             code="too_large",
         )
     if size == 0:
-        raise ValidationError(f"“{name}” is empty.", code="empty")
+        raise ValidationError(gettext("“%(name)s” is empty.") % {"name": name}, code="empty")
 
     digest = hashlib.sha256()
     head = b""
@@ -81,14 +84,22 @@ def validate_pdf_upload(*, user: User, uploaded: UploadedFile[bytes]) -> Validat
     # The PDF signature may follow a little junk (readers accept it within the first 1 KB).
     if b"%PDF-" not in head:
         raise ValidationError(
-            f"“{name}” is not a PDF (its content does not start like one, whatever its name).",
+            gettext(
+                "“%(name)s” is not a PDF (its content does not start like one, whatever its name)."
+            )
+            % {"name": name},
             code="not_pdf",
         )
 
     page_count, encrypted = _inspect_structure(uploaded, name)
     if page_count is not None and page_count > settings.MAX_PDF_PAGES:
         raise ValidationError(
-            f"“{name}” has {page_count:,} pages; the limit is {settings.MAX_PDF_PAGES:,}.",
+            gettext("“%(name)s” has %(count)s pages; the limit is %(limit)s.")
+            % {
+                "name": name,
+                "count": number_format(page_count, force_grouping=True),
+                "limit": number_format(settings.MAX_PDF_PAGES, force_grouping=True),
+            },
             code="too_many_pages",
         )
 
@@ -106,8 +117,16 @@ def check_quota(*, user: User, name: str, size: int) -> None:
     quota = settings.USER_QUOTA_MB * MB
     if used + size > quota:
         raise ValidationError(
-            f"“{name}” ({_human(size)}) does not fit in your storage: {_human(used)} of "
-            f"{settings.USER_QUOTA_MB} MB used. Delete some files first.",
+            gettext(
+                "“%(name)s” (%(size)s) does not fit in your storage: %(used)s of %(quota)s MB "
+                "used. Delete some files first."
+            )
+            % {
+                "name": name,
+                "size": _human(size),
+                "used": _human(used),
+                "quota": settings.USER_QUOTA_MB,
+            },
             code="quota",
         )
 
@@ -130,7 +149,11 @@ def _inspect_structure(uploaded: UploadedFile[bytes], name: str) -> tuple[int | 
         sample = uploaded.read(256 * 1024)
         if not re.search(rb"\d+\s+\d+\s+obj\b", sample):
             raise ValidationError(
-                f"“{name}” starts like a PDF but contains no PDF objects; it is not a usable PDF.",
+                gettext(
+                    "“%(name)s” starts like a PDF but contains no PDF objects; it is not a "
+                    "usable PDF."
+                )
+                % {"name": name},
                 code="not_pdf",
             ) from None
         return None, False

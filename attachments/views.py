@@ -13,6 +13,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.translation import gettext, gettext_lazy
 from django.views.decorators.http import require_http_methods, require_POST
 
 from attachments import selectors, services
@@ -26,9 +27,10 @@ from notebook.ratelimit import (
     user_key,
 )
 from notebook.types import AuthenticatedHttpRequest
-from notes.selectors import note_get
+from notes.selectors import note_get, notebook_get
 
 ROW = "attachments/_row.html"
+SOURCE_ROW = "attachments/_source.html"
 
 
 def _row(
@@ -52,8 +54,8 @@ def attachment_upload(request: AuthenticatedHttpRequest, note_id: int) -> HttpRe
     files = request.FILES.getlist("files")
     if not files:
         if fragment:
-            return _fragments([_error_html(request, "Choose a PDF first.")], status=400)
-        messages.error(request, "Choose one or more PDF files first.")
+            return _fragments([_error_html(request, gettext("Choose a PDF first."))], status=400)
+        messages.error(request, gettext("Choose one or more PDF files first."))
         return redirect("notes:note_detail", note_id=note.pk)
     try:
         rate_limit(scope="upload", key=user_key(request.user), cost=len(files))
@@ -82,11 +84,94 @@ def attachment_upload(request: AuthenticatedHttpRequest, note_id: int) -> HttpRe
         html.append(_row(request, attachment).content.decode())
         if not fragment:
             messages.success(
-                request, f"Uploaded “{attachment.original_name}”. Processing starts now."
+                request,
+                gettext("Uploaded “%(name)s”. Processing starts now.")
+                % {"name": attachment.original_name},
             )
     if fragment:
         return _fragments(html, status=status)
     return redirect("notes:note_detail", note_id=note.pk)
+
+
+@login_required
+@require_POST
+def notebook_source_upload(request: AuthenticatedHttpRequest, notebook_id: int) -> HttpResponse:
+    """Files dropped on the workspace's sources pane. `note` names a note of the notebook to
+    attach them to; without one, each file becomes a new note titled after it. Answers like
+    `attachment_upload`: row fragments for the uploader, messages and a redirect for a form."""
+    notebook = notebook_get(user=request.user, notebook_id=notebook_id)
+    back = reverse("chat:workspace", args=[notebook.pk])
+    fragment = bool(request.htmx) or request.headers.get("X-Upload") == "1"
+    note = None
+    if note_id := request.POST.get("note", "").strip():
+        if not note_id.isdigit():
+            return _refuse(request, fragment, back, gettext("Choose a note from the list."))
+        note = note_get(user=request.user, note_id=int(note_id))
+        if note.notebook_id != notebook.pk:
+            return _refuse(request, fragment, back, gettext("That note is in another notebook."))
+    files = request.FILES.getlist("files")
+    if not files:
+        return _refuse(request, fragment, back, gettext("Choose one or more PDF files first."))
+    try:
+        rate_limit(scope="upload", key=user_key(request.user), cost=len(files))
+    except RateLimited as exc:
+        if fragment:
+            return too_many_requests(
+                _fragments([_error_html(request, exc.message)], status=429), exc
+            )
+        return rate_limited_page(request, exc, back_url=back)
+    html: list[str] = []
+    status = 201
+    for uploaded in files:
+        try:
+            if note is None:
+                attachment = services.attachment_add_as_note(
+                    user=request.user, notebook=notebook, uploaded=uploaded
+                )
+            else:
+                attachment = services.attachment_upload(
+                    user=request.user, note=note, uploaded=uploaded
+                )
+        except ValidationError as exc:  # DuplicateAttachment included
+            existing = getattr(exc, "existing", None)
+            message = " ".join(exc.messages)
+            html.append(_error_html(request, message, existing=existing))
+            if len(files) == 1:
+                status = 409 if existing else 400
+            if not fragment:
+                messages.error(request, message)
+            continue
+        html.append(
+            render(
+                request, SOURCE_ROW, {"attachment": attachment, "show_note": True}
+            ).content.decode()
+        )
+        if not fragment:
+            messages.success(
+                request,
+                gettext("Added “%(name)s” to the note “%(title)s”. Processing starts now.")
+                % {"name": attachment.original_name, "title": attachment.note.title},
+            )
+    if fragment:
+        return _fragments(html, status=status)
+    return redirect(back)
+
+
+def _refuse(
+    request: AuthenticatedHttpRequest, fragment: bool, back: str, message: str
+) -> HttpResponse:
+    if fragment:
+        return _fragments([_error_html(request, message)], status=400)
+    messages.error(request, message)
+    return redirect(back)
+
+
+@login_required
+@require_http_methods(["GET"])
+def source_row(request: AuthenticatedHttpRequest, attachment_id: int) -> HttpResponse:
+    """A source in the workspace's sources pane; it polls itself while being processed."""
+    attachment = selectors.attachment_get(user=request.user, attachment_id=attachment_id)
+    return render(request, SOURCE_ROW, {"attachment": attachment})
 
 
 def _fragments(html: list[str], *, status: int) -> HttpResponse:
@@ -202,7 +287,11 @@ def page_html(text: str, running: list[list[int]], mark: tuple[int, int] | None)
         if mark and a == mark[0]:
             out.append('<mark id="quote">')
         if any(s <= a and b <= e for s, e in spans):
-            out.append(format_html(RUNNING_LINE, text[a:b]))
+            out.append(
+                format_html(
+                    '<span class="running-line" title="{}">{}</span>', RUNNING_LINE_TITLE, text[a:b]
+                )
+            )
         else:
             out.append(escape(text[a:b]))
         if mark and b == mark[1]:
@@ -210,9 +299,8 @@ def page_html(text: str, running: list[list[int]], mark: tuple[int, int] | None)
     return mark_safe("".join(out))  # noqa: S308 - every piece of text is escaped above
 
 
-RUNNING_LINE = (
-    '<span class="running-line" title="A running head or footer: left out of search, answers '
-    'and citations">{}</span>'
+RUNNING_LINE_TITLE = gettext_lazy(
+    "A running head or footer: left out of search, answers and citations"
 )
 
 
@@ -240,7 +328,9 @@ def attachment_delete(request: AuthenticatedHttpRequest, attachment_id: int) -> 
         services.attachment_delete(attachment=attachment)
         if request.htmx:
             return HttpResponse("")
-        messages.success(request, f"Deleted “{attachment.original_name}”.")
+        messages.success(
+            request, gettext("Deleted “%(name)s”.") % {"name": attachment.original_name}
+        )
         return redirect("notes:note_detail", note_id=attachment.note_id)
     return render(request, "attachments/delete.html", {"attachment": attachment})
 

@@ -242,7 +242,9 @@ def _generate(message_id: int, attempt: int, emit: Emit, answerer: Answerer | No
         metadata["cut_short"] = True
     if finished.context:  # the chat model's context slots, in tokens
         metadata["context"] = finished.context
-    if notice := getattr(answerer, "notice", ""):  # test doubles may not have one
+    # Why this answerer stands in (test doubles may not have one), how retrieval fell short.
+    notices = [getattr(answerer, "notice", ""), *context.notices]
+    if notice := " ".join(n for n in notices if n):
         metadata["notice"] = notice
     # A confidence badge on an answer nothing verifiable supports would mislead.
     confidence = finished.confidence if grounding != "unsourced" else ""

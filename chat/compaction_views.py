@@ -7,6 +7,8 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
 from django.shortcuts import redirect
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST
 
 from chat import compaction, selectors
@@ -28,32 +30,38 @@ def compaction_message(done: compaction.Compaction, *, summarised: bool) -> str:
     summaries, from this run or an earlier one)."""
     kept = compaction.KEEP_RECENT
     if done.busy:
-        return "This conversation is being compacted already. Reload the page in a moment."
+        return _("This conversation is being compacted already. Reload the page in a moment.")
     if not done.compacted:
         if done.uncompacted < kept + compaction.MIN_BATCH and summarised:
-            return (
-                f"Nothing more to compact: all but the last {kept} messages are summarised already."
-            )
+            return _(
+                "Nothing more to compact: all but the last %(kept)d messages are summarised "
+                "already."
+            ) % {"kept": kept}
         if done.uncompacted < kept + compaction.MIN_BATCH:
-            return (
-                f"Nothing to compact yet (fewer than {kept + compaction.MIN_BATCH} messages): "
-                f"the last {kept} messages always stay as they are."
-            )
-        return (
-            f"Nothing to compact yet: the last {kept} messages, and answers still being "
+            return _(
+                "Nothing to compact yet (fewer than %(least)d messages): the last %(kept)d "
+                "messages always stay as they are."
+            ) % {"least": kept + compaction.MIN_BATCH, "kept": kept}
+        return _(
+            "Nothing to compact yet: the last %(kept)d messages, and answers still being "
             "written, stay as they are."
-        )
+        ) % {"kept": kept}
+    messages_part = ngettext(
+        "Compacted %(count)d message", "Compacted %(count)d messages", done.compacted
+    ) % {"count": done.compacted}
     text = (
-        f"Compacted {_count(done.compacted, 'message')} into {_count(done.summaries, 'summary')}."
+        # Translators: %(compacted)s is the start of the sentence, "Compacted 20 messages".
+        ngettext(
+            "%(compacted)s into %(count)d summary.",
+            "%(compacted)s into %(count)d summaries.",
+            done.summaries,
+        )
+        % {"compacted": messages_part, "count": done.summaries}
     )
     if done.remaining:
-        verb = "is" if done.remaining == 1 else "are"
-        text += f" {_count(done.remaining, 'more message')} {verb} compacted in the background."
+        text += " " + ngettext(
+            "%(count)d more message is compacted in the background.",
+            "%(count)d more messages are compacted in the background.",
+            done.remaining,
+        ) % {"count": done.remaining}
     return text
-
-
-def _count(n: int, noun: str) -> str:
-    if n == 1:
-        return f"1 {noun}"
-    plural = noun[:-1] + "ies" if noun.endswith("y") else noun + "s"
-    return f"{n} {plural}"

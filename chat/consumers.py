@@ -9,6 +9,10 @@ at once, the tool activity as a status line, tokens appended as they come, and o
 Every socket of a conversation joins its group, so a second tab, or a tab reloaded while an
 answer is being written, keeps receiving the answer's events.
 
+The partials come in the page's language: the one LocaleMiddleware picks for the page's own
+requests (the language cookie of Settings → Language, else the browser's Accept-Language),
+read from the handshake at connect and active whenever this socket renders or refuses.
+
 A socket lives only as long as its session: every frame from the page is refused unless the
 session still logs the user in, and every socket joins its user's group, through which a logout
 or a password change elsewhere makes it check at once; either way it closes with 4401.
@@ -16,9 +20,11 @@ or a password change elsewhere makes it check at once; either way it closes with
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypedDict, TypeVar
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
@@ -27,18 +33,23 @@ from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest
 from django.middleware.csrf import get_token
 from django.template.loader import render_to_string
+from django.utils import translation
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
+from django.utils.translation import gettext as _
 
 from chat import answering, runner, selectors
 from chat.forms import AskForm
 from chat.models import Conversation, Message
-from chat.rendering import IN_PROGRESS, present
+from chat.rendering import IN_PROGRESS, activity, present
 from notebook.ratelimit import RateLimited
 from notebook.websocket import CLOSE_SESSION_ENDED, UserClose, session_is_current, user_group_name
 
 if TYPE_CHECKING:
     from notebook.types import User
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class ShowMessages(TypedDict):
@@ -73,6 +84,30 @@ def _csrf_token(scope: dict[str, Any]) -> str:
         return get_token(request)
     except ValueError:  # a malformed cookie: the form posts would be refused anyway
         return ""
+
+
+def _language(scope: dict[str, Any]) -> str:
+    """The language of the page this socket belongs to, chosen as LocaleMiddleware chose it
+    for the page: the language cookie, else the handshake's Accept-Language, else the
+    default."""
+    request = HttpRequest()
+    request.COOKIES = dict(scope.get("cookies", {}))
+    for name, value in scope.get("headers", []):
+        if name == b"accept-language":
+            request.META["HTTP_ACCEPT_LANGUAGE"] = value.decode("latin-1")
+    return translation.get_language_from_request(request)
+
+
+def _in_language(language: str, function: Callable[P, R]) -> Callable[P, R]:
+    """`function` run with `language` active (for database_sync_to_async: each call may run
+    in another thread)."""
+
+    @functools.wraps(function)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        with translation.override(language):
+            return function(*args, **kwargs)
+
+    return run
 
 
 def _conversation(user: User, conversation_id: int) -> Conversation:
@@ -155,9 +190,11 @@ def show_html(user: User, event: ShowMessages, csrf_token: str) -> str:
     question = selectors.message_get(user=user, message_id=event["question_id"])
     html = _message_html(question, csrf_token, oob=False)
     html += _message_html(answer, csrf_token, oob=False)
+    # The first question names the conversation: its title is replaced inside whatever holds
+    # it (the conversation page's <h1>, the workspace's conversation picker).
     return format_html(
         '<div id="message-list" hx-swap-oob="beforeend">{}</div>'
-        '<h1 id="conversation-title" hx-swap-oob="true">{}</h1>',  # the first question names it
+        '<h1 id="conversation-title" hx-swap-oob="innerHTML">{}</h1>',
         html,
         answer.conversation.title,
     )
@@ -172,6 +209,7 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels is
     conversation_id: int
     csrf_token: str
     session_key: str | None
+    language: str = settings.LANGUAGE_CODE  # the page's, set at connect
     ended = False  # closed because the session ended: nothing more is sent or done
 
     async def connect(self) -> None:
@@ -180,6 +218,7 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels is
             await self.close()
             return
         self.user = user
+        self.language = _language(self.scope)
         self.conversation_id = int(self.scope["url_route"]["kwargs"]["conversation_id"])
         try:
             answering = await database_sync_to_async(in_progress_answers)(
@@ -222,7 +261,7 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels is
 
     async def _ask(self, content: object, mode: object = "") -> None:
         text = content if isinstance(content, str) else ""
-        asked = await database_sync_to_async(ask)(
+        asked = await self._in_thread(ask)(
             self.user, self.conversation_id, text, self.csrf_token,
             mode if isinstance(mode, str) else "",
         )  # fmt: skip
@@ -235,13 +274,17 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels is
             pk = int(str(message_id))
         except ValueError:
             return
-        retried = await database_sync_to_async(retry)(
+        retried = await self._in_thread(retry)(
             self.user, self.conversation_id, pk, self.csrf_token, go_on=go_on
         )
         if retried.form_html:
             await self.send(text_data=retried.form_html)
         if retried.answer is not None:  # the runner shows it in every tab, then answers
             self.in_flight.add(retried.answer.pk)
+
+    def _in_thread(self, function: Callable[P, R]) -> Callable[P, Awaitable[R]]:
+        """`function` to await from here: in a thread, with the page's language active."""
+        return database_sync_to_async(_in_language(self.language, function))  # type: ignore[no-any-return]
 
     async def _session_current(self) -> bool:
         """False, having closed the socket, once its session no longer logs the user in."""
@@ -264,7 +307,7 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels is
         if self.ended:
             return
         try:
-            html = await database_sync_to_async(show_html)(self.user, event, self.csrf_token)
+            html = await self._in_thread(show_html)(self.user, event, self.csrf_token)
         except Http404:
             return
         self.in_flight.add(event["answer_id"])
@@ -287,15 +330,18 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels is
             )
             if message_id not in self.writing:
                 self.writing.add(message_id)
-                html += self._status(message_id, "Writing the answer…")
+                with translation.override(self.language):
+                    html += self._status(message_id, _("Writing the answer…"))
             await self.send(text_data=html)
         elif name == "tool":
-            await self.send(text_data=self._status(message_id, f"{data.get('summary', '')}…"))
+            with translation.override(self.language):
+                status = self._status(message_id, f"{activity(data)}…")
+            await self.send(text_data=status)
         elif name in ("done", "error"):
             self.in_flight.discard(message_id)
             self.writing.discard(message_id)
             try:
-                rendered = await database_sync_to_async(message_html)(
+                rendered = await self._in_thread(message_html)(
                     self.user, message_id, self.csrf_token
                 )
             except Http404:

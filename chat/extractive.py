@@ -30,6 +30,7 @@ from chat.tools import ToolContext
 __all__ = ["ABSTAIN_TEXT", "ExtractiveAnswerer", "abstention", "sentences", "words"]
 
 MAX_PER_PASSAGE = 2
+FOLLOWING_FLOOR = 0.5  # share of the best sentence's score the sentence after it must reach
 ABSTAIN_TEXT = (
     "The sources don't seem to contain an answer to this question. Try other words, or check "
     "that the right PDFs are attached and ready."
@@ -137,9 +138,18 @@ class ExtractiveAnswerer:
                 continue
             chosen.append(c)
             per_passage[c.n] = per_passage.get(c.n, 0) + 1
+        # The best sentence often restates the question and the source answers right after
+        # it ("… Not a Number, NaN, values." then "… is.nan(xx) is only TRUE for NaNs."): it
+        # brings the sentence that follows it in its passage, unless that one is weak.
+        by_place = {(c.n, c.position): c for c in evidence.ranked}
+        after = by_place.get((best.n, best.position + 1))
+        if (
+            chosen and chosen[0] is best and after is not None and after not in chosen
+            and after.score >= best.score * FOLLOWING_FLOOR
+        ):  # fmt: skip
+            chosen.append(after)
         # A sentence that leans on the one before it ("This is the only way to …") brings
         # that sentence along: it names what "this" is.
-        by_place = {(c.n, c.position): c for c in evidence.ranked}
         for c in list(chosen):
             before = by_place.get((c.n, c.position - 1))
             if _LEANS_BACK.match(c.text) and before is not None and before not in chosen:

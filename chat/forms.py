@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django import forms
 from django.conf import settings
+from django.utils.translation import gettext_lazy as _
 
 from chat.modes import MODES
 
@@ -10,23 +11,23 @@ class AskForm(forms.Form):
     # Length and emptiness are checked by chat.services.message_ask, whose errors land here;
     # maxlength only spares the user typing past the limit.
     content = forms.CharField(
-        label="Your question",
+        label=_("Your question"),
         required=False,
         strip=False,
         widget=forms.Textarea(
             attrs={
                 "rows": 2,
                 "maxlength": settings.CHAT_QUESTION_MAX_CHARS,
-                "placeholder": "Ask a question about these sources…",
+                "placeholder": _("Ask a question about these sources…"),
             }
         ),
     )
 
     mode = forms.ChoiceField(
-        label="Mode",
+        label=_("Mode"),
         required=False,
         choices=[(m.name, m.label) for m in MODES.values()],
-        help_text="How the answer is written",
+        help_text=_("How the answer is written"),
     )
 
     @classmethod
@@ -39,4 +40,4 @@ class AskForm(forms.Form):
 
 
 class RenameForm(forms.Form):
-    title = forms.CharField(label="Title", max_length=200)
+    title = forms.CharField(label=_("Title"), max_length=200)

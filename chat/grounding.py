@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 
 from chat.citations import MARKER
-from notebook.embeddings import get_embedder
+from notebook.embeddings import get_embedder, warming_up
 from notebook.language import detect_language
 from notebook.markdown import plain_text
 from notebook.textutil import cjk_ratio
@@ -181,13 +181,16 @@ def weigh(
     ]
     if not candidates:
         return Evidence()
-    try:
-        vectors: list[list[float]] | None = get_embedder().embed(
-            [question, *(c.text for c in candidates)], timeout=settings.EMBEDDING_QUERY_TIMEOUT
-        )
-    except Exception:  # the embedder is away: sentences are judged by their words alone
-        logger.warning("could not embed the sentences of an answer; judging by words only")
-        vectors = None
+    vectors: list[list[float]] | None = None
+    # Right after the server starts the model is still loading: judge by words, do not wait.
+    if not warming_up():
+        try:
+            vectors = get_embedder().embed(
+                [question, *(c.text for c in candidates)],
+                timeout=settings.EMBEDDING_QUERY_TIMEOUT,
+            )
+        except Exception:  # the embedder is away: sentences are judged by their words alone
+            logger.warning("could not embed the sentences of an answer; judging by words only")
     for i, c in enumerate(candidates, start=1):
         c.similarity = cosine(vectors[0], vectors[i]) if vectors else 0.0
         c.coverage = len(wanted & terms(c.text)) / len(wanted) if wanted else 0.0

@@ -10,6 +10,8 @@ from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 from django.views.decorators.http import require_http_methods, require_POST
 
 from chat import memory as memories
@@ -29,7 +31,7 @@ def _back(request: AuthenticatedHttpRequest, notebook: Notebook) -> str:
     safe = url_has_allowed_host_and_scheme(
         target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
     )
-    return target if target and safe else reverse("notes:notebook_detail", args=[notebook.pk])
+    return target if target and safe else reverse("chat:workspace", args=[notebook.pk])
 
 
 def _show(
@@ -59,8 +61,12 @@ def memories_forget(request: AuthenticatedHttpRequest, notebook_id: int) -> Http
         count = memories.memory_forget_all(owner=request.user, notebook=notebook)
         if request.htmx:
             return _show(request, notebook, back=back)
-        noun = "memory" if count == 1 else "memories"
-        messages.success(request, f"Forgot {count} {noun} of “{notebook.title}”.")
+        forgot = ngettext(
+            "Forgot %(count)d memory of “%(title)s”.",
+            "Forgot %(count)d memories of “%(title)s”.",
+            count,
+        ) % {"count": count, "title": notebook.title}
+        messages.success(request, forgot)
         return redirect(back)
     return _show(request, notebook, back=back, confirm=True)
 
@@ -74,5 +80,5 @@ def memory_delete(request: AuthenticatedHttpRequest, memory_id: int) -> HttpResp
     memories.memory_delete(memory=memory)
     if request.htmx:
         return _show(request, notebook, back=back)
-    messages.success(request, "Forgot one memory.")
+    messages.success(request, _("Forgot one memory."))
     return redirect(back)

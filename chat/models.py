@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
 from pgvector.django import VectorField
 
 from notes.models import Note, Notebook
@@ -12,9 +13,10 @@ class Mode(models.TextChoices):
     """How answers are written (see docs/chat.md): exploring spreads over the sources, research
     keeps only strong passages and cites every claim, learning explains step by step."""
 
-    EXPLORING = "exploring"
-    RESEARCH = "research"
-    LEARNING = "learning"
+    # The labels are the ones Django would derive (so no migration), marked for translation.
+    EXPLORING = "exploring", _("Exploring")
+    RESEARCH = "research", _("Research")
+    LEARNING = "learning", _("Learning")
 
 
 class Conversation(models.Model):
@@ -139,9 +141,9 @@ class Memory(models.Model):
     chat.selectors (always with the owner)."""
 
     class Kind(models.TextChoices):
-        FACT = "fact"
-        PREFERENCE = "preference"
-        INSIGHT = "insight"
+        FACT = "fact", _("Fact")
+        PREFERENCE = "preference", _("Preference")
+        INSIGHT = "insight", _("Insight")
 
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memories"

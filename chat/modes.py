@@ -13,6 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.utils.functional import Promise
+from django.utils.translation import gettext_lazy as _
+
 from chat.models import Mode
 
 DEFAULT = Mode.EXPLORING.value
@@ -21,8 +24,8 @@ DEFAULT = Mode.EXPLORING.value
 @dataclass(frozen=True)
 class ModeSpec:
     name: str
-    label: str
-    help: str
+    label: str | Promise  # shown (translated lazily)
+    help: str | Promise
     top_k: int  # passages document_search brings before anyone writes
     diversity: bool  # spread the passages over documents
     sentence_floor: float  # offline: sentences scoring below this share of the best are left out
@@ -33,8 +36,8 @@ class ModeSpec:
 MODES: dict[str, ModeSpec] = {
     "exploring": ModeSpec(
         "exploring",
-        "Exploring",
-        "A broad look across your sources, with related topics to follow",
+        _("Exploring"),
+        _("A broad look across your sources, with related topics to follow"),
         top_k=8,
         diversity=True,
         sentence_floor=0.75,
@@ -46,8 +49,8 @@ MODES: dict[str, ModeSpec] = {
     ),
     "research": ModeSpec(
         "research",
-        "Research",
-        "Only strong passages, every claim cited, uncertainty flagged",
+        _("Research"),
+        _("Only strong passages, every claim cited, uncertainty flagged"),
         top_k=4,
         diversity=False,
         sentence_floor=0.85,
@@ -60,8 +63,8 @@ MODES: dict[str, ModeSpec] = {
     ),
     "learning": ModeSpec(
         "learning",
-        "Learning",
-        "Defines terms first, explains step by step, then checks understanding",
+        _("Learning"),
+        _("Defines terms first, explains step by step, then checks understanding"),
         top_k=6,
         diversity=False,
         sentence_floor=0.7,

@@ -185,11 +185,13 @@ def conversation_context(question: Message) -> list[Message]:
 
 
 def _embedded(messages: Sequence[Message]) -> list[tuple[int, str, list[float]]]:
-    """(id, text, embedding) of messages, embedding (and storing) those not embedded yet."""
-    from notebook.embeddings import get_embedder
+    """(id, text, embedding) of messages, embedding (and storing) those not embedded yet;
+    while the web process is still loading the model, nothing is embedded (the lexical side
+    ranks alone, as for a failed embedding) so a follow-up never waits for the warm-up."""
+    from notebook.embeddings import get_embedder, warming_up
 
     missing = [m for m in messages if m.embedding is None and m.content.strip()]
-    if missing:
+    if missing and not warming_up():
         try:
             vectors = get_embedder().embed([m.content[:2000] for m in missing])
         except Exception:  # no vectors: the lexical side still ranks

@@ -1,6 +1,8 @@
 """How a saved message is shown: the answer's Markdown rendered and sanitized, its [n] markers
 turned into citation chips (verified citations only), each linking to the PDF at its page and
-to the page text with the quote marked.
+to the page text with the quote marked. A document citation's links also carry what the PDF
+viewer panel (static/js/viewer.js) needs as data-viewer-* attributes; without JavaScript they
+are plain links.
 
 The chips go into the sanitized HTML afterwards, and only into text nodes: a marker inside a
 link title or code never becomes markup, and nothing from the model is trusted on the way.
@@ -8,6 +10,7 @@ link title or code never becomes markup, and nothing from the model is trusted o
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from html import escape
 from html.parser import HTMLParser
@@ -17,6 +20,7 @@ from urllib.parse import urlencode
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.translation import gettext as _
 
 from chat.citations import MARKER
 from chat.models import Message
@@ -40,6 +44,24 @@ class Source:
     quote: str
     open_url: str  # the PDF at its page, or the note
     text_url: str  # the page text with the quote highlighted, or the note
+    file_url: str = ""  # the PDF itself (no #page), for the viewer panel; "" for a note
+
+    @property
+    def viewer_attrs(self) -> SafeString:
+        """The data-viewer-* attributes (with a leading space) that let a click on a document
+        citation open the viewer panel at the cited page with the quote highlighted; empty for
+        a note, whose links stay plain. Every value is escaped for an attribute."""
+        if self.kind != "document" or not self.file_url:
+            return SafeString("")
+        return format_html(
+            ' data-viewer-file="{}" data-viewer-page="{}" data-viewer-quote="{}"'
+            ' data-viewer-title="{}" data-viewer-text="{}"',
+            self.file_url,
+            self.page,
+            self.quote,
+            self.label,
+            self.text_url,
+        )
 
 
 @dataclass(frozen=True)
@@ -60,8 +82,33 @@ class MessageView:
     def activity(self) -> str:
         """The last tool the answer used ("Searching documents for ‘…’"), for the status line."""
         calls = self.message.tool_calls or []
-        last = calls[-1] if calls and isinstance(calls[-1], dict) else {}
-        return str(last.get("summary", ""))
+        return activity(calls[-1] if calls and isinstance(calls[-1], dict) else {})
+
+
+_READING_NOTE = re.compile(r"\AReading note ‘(.*)’\Z", re.DOTALL)
+
+
+def activity(call: dict[str, Any]) -> str:
+    """What a tool call is doing, in the active language, from its name and arguments (the
+    `summary` the tool wrote is English and saved; it stays the fallback for other tools)."""
+    summary = str(call.get("summary", ""))
+    arguments = call.get("arguments")
+    query = arguments.get("query") if isinstance(arguments, dict) else None
+    name = call.get("name")
+    if name == "document_search" and isinstance(query, str):
+        return _("Searching documents for ‘%(query)s’") % {"query": query[:80]}
+    if name == "note_search" and isinstance(query, str):
+        return _("Searching notes for ‘%(query)s’") % {"query": query[:80]}
+    if name == "note_read" and (reading := _READING_NOTE.match(summary)):
+        return _("Reading note ‘%(title)s’") % {"title": reading.group(1)}
+    return summary
+
+
+def page_label(label: str, page: int | None) -> str:
+    """“file.pdf, page 3” (or the note's title, which has no pages)."""
+    if not page:
+        return label
+    return _("%(file)s, page %(page)s") % {"file": label, "page": page}
 
 
 def _source(message: Message, citation: dict[str, Any]) -> Source | None:
@@ -71,13 +118,15 @@ def _source(message: Message, citation: dict[str, Any]) -> Source | None:
         if citation.get("kind") == "document":
             page = int(citation["page"])
             attachment_id = int(citation["attachment_id"])
+            file_url = reverse("attachments:download", args=[attachment_id])
             return Source(
                 n=n,
                 kind="document",
                 label=str(citation.get("file", "")),
                 page=page,
                 quote=quote,
-                open_url=f"{reverse('attachments:download', args=[attachment_id])}#page={page}",
+                open_url=f"{file_url}#page={page}",
+                file_url=file_url,
                 text_url=reverse("attachments:pages", args=[attachment_id])
                 + "?"
                 + urlencode({"page": page, "quote": quote})
@@ -104,17 +153,21 @@ def sources(message: Message) -> list[Source]:
 
 
 def _chip(message: Message, source: Source, occurrence: int) -> str:
-    where = f"{source.label}, page {source.page}" if source.page else source.label
+    where = page_label(source.label, source.page)
     text_link = (
-        format_html(' · <a href="{}">Show in the page text</a>', source.text_url)
+        format_html(' · <a href="{}">{}</a>', source.text_url, _("Show in the page text"))
         if source.kind == "document"
         else ""
     )
-    open_label = f"Open the PDF at page {source.page}" if source.page else "Open the note"
+    open_label = (
+        _("Open the PDF at page %(page)s") % {"page": source.page}
+        if source.page
+        else _("Open the note")
+    )
     return format_html(
         '<span class="cite" data-n="{n}">'
         '<a class="cite-chip" href="{open}" target="_blank" rel="noopener" '
-        'aria-describedby="cite-{m}-{k}" data-testid="citation-chip">{n}</a>'
+        'aria-describedby="cite-{m}-{k}"{viewer} data-testid="citation-chip">{n}</a>'
         '<span class="cite-card" role="tooltip" id="cite-{m}-{k}">'
         '<span class="cite-where">{where}</span> <q class="cite-quote">{quote}</q> '
         '<span class="cite-links"><a href="{open}" target="_blank" rel="noopener">{open_label}</a>'
@@ -123,6 +176,7 @@ def _chip(message: Message, source: Source, occurrence: int) -> str:
         m=message.pk,
         k=occurrence,
         open=source.open_url,
+        viewer=source.viewer_attrs,
         where=where,
         quote=source.quote,
         open_label=open_label,
@@ -131,10 +185,8 @@ def _chip(message: Message, source: Source, occurrence: int) -> str:
 
 
 def _unverified(n: str) -> str:
-    return (
-        '<span class="cite-unverified" title="This citation could not be checked against '
-        f'the source, so it is not linked.">[{escape(n)}]</span>'
-    )
+    title = _("This citation could not be checked against the source, so it is not linked.")
+    return f'<span class="cite-unverified" title="{escape(title)}">[{escape(n)}]</span>'
 
 
 class _ChipWriter(HTMLParser):

@@ -12,6 +12,9 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import DateTimeField, ExpressionWrapper
 from django.db.models.functions import Now
+from django.utils import translation
+from django.utils.formats import number_format
+from django.utils.translation import gettext as _
 
 from attachments.models import NoteAttachment
 from chat import modes
@@ -35,12 +38,12 @@ INTERRUPTED_REASON = (
 def _clean_question(text: str) -> str:
     question = text.strip()
     if not question:
-        raise ValidationError({"content": ValidationError("Type a question first.", "required")})
+        raise ValidationError({"content": ValidationError(_("Type a question first."), "required")})
     if len(question) > settings.CHAT_QUESTION_MAX_CHARS:
-        message = (
-            f"Keep the question under {settings.CHAT_QUESTION_MAX_CHARS:,} characters "
-            f"(this one has {len(question):,})."
-        )
+        message = _("Keep the question under %(limit)s characters (this one has %(length)s).") % {
+            "limit": number_format(settings.CHAT_QUESTION_MAX_CHARS, force_grouping=True),
+            "length": number_format(len(question), force_grouping=True),
+        }
         raise ValidationError({"content": ValidationError(message, "too_long")})
     return question
 
@@ -50,19 +53,37 @@ def conversation_create(
 ) -> Conversation:
     """Start a conversation about a notebook, or about one note's PDFs."""
     if note is not None and note.notebook_id != notebook.pk:
-        raise ValidationError("That note is not in this notebook.")
-    default = f"About {note.title}" if note else f"About {notebook.title}"
+        raise ValidationError(_("That note is not in this notebook."))
+    default = _default_title(note.title if note else notebook.title)
     return Conversation.objects.create(
         owner=owner, notebook=notebook, note=note, title=(title.strip() or default)[:200]
     )
 
 
+def _default_title(about: str) -> str:
+    """A new conversation's title until its first question names it, in the active language."""
+    return _("About %(title)s") % {"title": about}
+
+
+def _untitled(conversation: Conversation) -> bool:
+    """Whether the conversation still has its default title, in any interface language (the
+    first question then becomes its title)."""
+    if conversation.title.startswith("About "):
+        return True
+    about = conversation.note.title if conversation.note else conversation.notebook.title
+    defaults = set()
+    for code, _name in settings.LANGUAGES:
+        with translation.override(code):
+            defaults.add(_default_title(about)[:200])
+    return conversation.title in defaults
+
+
 def conversation_rename(*, conversation: Conversation, title: str) -> Conversation:
     title = title.strip()
     if not title:
-        raise ValidationError({"title": "Give it a title."}, code="required")
+        raise ValidationError({"title": _("Give it a title.")}, code="required")
     if len(title) > 200:
-        raise ValidationError({"title": "Keep the title under 200 characters."})
+        raise ValidationError({"title": _("Keep the title under 200 characters.")})
     conversation.title = title
     conversation.save(update_fields=["title", "updated_at"])
     return conversation
@@ -71,7 +92,8 @@ def conversation_rename(*, conversation: Conversation, title: str) -> Conversati
 def conversation_set_mode(*, conversation: Conversation, mode: str) -> Conversation:
     if not modes.valid(mode):
         choices = ", ".join(modes.MODES)
-        raise ValidationError({"mode": ValidationError(f"Choose a mode: {choices}.", "invalid")})
+        message = _("Choose a mode: %(choices)s.") % {"choices": choices}
+        raise ValidationError({"mode": ValidationError(message, "invalid")})
     conversation.mode = mode
     conversation.save(update_fields=["mode", "updated_at"])
     return conversation
@@ -102,9 +124,10 @@ def message_ask(
     mode = mode or conversation.mode
     if not modes.valid(mode):
         choices = ", ".join(modes.MODES)
-        raise ValidationError({"mode": ValidationError(f"Choose a mode: {choices}.", "invalid")})
+        message = _("Choose a mode: %(choices)s.") % {"choices": choices}
+        raise ValidationError({"mode": ValidationError(message, "invalid")})
     if not ready_documents(conversation):
-        message = (
+        message = _(
             "There is nothing to search here yet: attach a PDF and wait until it is ready "
             "(or write a note)."
         )
@@ -119,7 +142,7 @@ def message_ask(
             status=Message.Status.PENDING,
             reply_to=asked,
         )
-        if conversation.messages.count() == 2 and conversation.title.startswith("About "):
+        if conversation.messages.count() == 2 and _untitled(conversation):
             conversation.title = question[:TITLE_CHARS]
         conversation.mode = mode
         conversation.save(update_fields=["title", "mode", "updated_at"])
@@ -142,11 +165,13 @@ def message_retry(*, message: Message, continue_answer: bool = False) -> Message
     (in `metadata.continue_from`) and the model writes on from where it stopped."""
     if message.role != Message.Role.ASSISTANT or not message_retriable(message):
         raise ValidationError(
-            "Only a failed, interrupted or cut-short answer can be retried.", code="state"
+            _("Only a failed, interrupted or cut-short answer can be retried."), code="state"
         )
     cut_short = bool((message.metadata or {}).get("cut_short"))
     if continue_answer and not cut_short:
-        raise ValidationError("Only an answer that was cut short can be continued.", code="state")
+        raise ValidationError(
+            _("Only an answer that was cut short can be continued."), code="state"
+        )
     so_far = message.content if continue_answer else ""
     updated = Message.objects.filter(pk=message.pk, status=message.status).update(
         status=Message.Status.PENDING,
@@ -163,7 +188,7 @@ def message_retry(*, message: Message, continue_answer: bool = False) -> Message
         metadata={"continue_from": so_far} if so_far else {},
     )
     if not updated:
-        raise ValidationError("This answer is already being retried.", code="state")
+        raise ValidationError(_("This answer is already being retried."), code="state")
     message.refresh_from_db()
     return message
 

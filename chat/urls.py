@@ -2,11 +2,13 @@ from __future__ import annotations
 
 from django.urls import path
 
-from chat import compaction_views, memory_views, views
+from chat import compaction_views, memory_views, views, workspace_views
 
 app_name = "chat"
 
 urlpatterns = [
+    path("notebooks/<int:notebook_id>/", workspace_views.workspace, name="workspace"),
+    path("notebooks/<int:notebook_id>/ask/", workspace_views.workspace_ask, name="workspace_ask"),
     path(
         "notebooks/<int:notebook_id>/chats/",
         views.notebook_conversations,
@@ -19,6 +21,8 @@ urlpatterns = [
     path("chats/<int:conversation_id>/delete/", views.conversation_delete, name="delete"),
     path("chats/messages/<int:message_id>/", views.message_detail, name="message"),
     path("chats/messages/<int:message_id>/retry/", views.message_retry, name="retry"),
+    path("chats/messages/<int:message_id>/save/", views.message_save, name="save"),
+    path("chats/messages/<int:message_id>/save/form/", views.message_save_form, name="save_form"),
     path("notebooks/<int:notebook_id>/memories/", memory_views.notebook_memories, name="memories"),
     path(
         "notebooks/<int:notebook_id>/memories/forget/",

@@ -9,15 +9,17 @@ from django.core.exceptions import ValidationError
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
-from chat import answering, selectors, services
+from chat import answering, saving, selectors, services
 from chat.forms import AskForm, RenameForm
 from chat.models import Conversation, Message
 from chat.rendering import present
+from chat.workspace_views import workspace_url
 from notebook.ratelimit import RateLimited, too_many_requests
 from notebook.types import AuthenticatedHttpRequest
-from notes.selectors import note_get, notebook_get
+from notes.selectors import note_get, note_list, notebook_get
 
 LIST = "chat/conversation_list.html"
 PAGE = "chat/conversation.html"
@@ -42,6 +44,8 @@ def notebook_conversations(request: AuthenticatedHttpRequest, notebook_id: int) 
     notebook = notebook_get(user=request.user, notebook_id=notebook_id)
     if request.method == "POST":
         conversation = services.conversation_create(owner=request.user, notebook=notebook)
+        if request.POST.get("from") == "workspace":
+            return redirect(workspace_url(notebook.pk, conversation.pk))
         return redirect("chat:conversation", conversation_id=conversation.pk)
     conversations = selectors.conversation_list(user=request.user, notebook_id=notebook.pk)
     context = {"notebook": notebook, "note": None, "conversations": conversations}
@@ -55,7 +59,7 @@ def note_conversations(request: AuthenticatedHttpRequest, note_id: int) -> HttpR
     note = note_get(user=request.user, note_id=note_id)
     if request.method == "POST":
         if note.is_trashed:
-            messages.error(request, "This note is in the trash. Restore it to ask about it.")
+            messages.error(request, _("This note is in the trash. Restore it to ask about it."))
             return redirect("notes:note_detail", note_id=note.pk)
         conversation = services.conversation_create(
             owner=request.user, notebook=note.notebook, note=note
@@ -114,6 +118,9 @@ def conversation_ask(request: AuthenticatedHttpRequest, conversation_id: int) ->
         except ValidationError as exc:
             form.add_error(None, exc)  # a dict of field errors lands on its fields
         else:
+            if request.POST.get("from") == "workspace":
+                url = workspace_url(conversation.notebook_id, conversation.pk)
+                return redirect(f"{url}#message-{answer.pk}")
             return redirect(_answer_url(conversation, answer))
     return _conversation_page(request, conversation, form)
 
@@ -163,7 +170,7 @@ def conversation_delete(request: AuthenticatedHttpRequest, conversation_id: int)
         services.conversation_delete(conversation=conversation)
         if request.htmx:
             return HttpResponse("")
-        messages.success(request, f"Deleted the conversation “{title}”.")
+        messages.success(request, _("Deleted the conversation “%(title)s”.") % {"title": title})
         return redirect(back)
     return render(request, "chat/conversation_delete.html", {"conversation": conversation})
 
@@ -194,3 +201,49 @@ def message_retry(request: AuthenticatedHttpRequest, message_id: int) -> HttpRes
     except ValidationError as exc:
         messages.error(request, " ".join(exc.messages))
     return redirect(_answer_url(message.conversation, message))
+
+
+@login_required
+@require_POST
+def message_save(request: AuthenticatedHttpRequest, message_id: int) -> HttpResponse:
+    """Save to note: the answer into a new note (no `note`) or appended to the named one."""
+    message = selectors.message_get(user=request.user, message_id=message_id)
+    conversation = message.conversation
+    note = None
+    error = ""
+    if note_id := request.POST.get("note", "").strip():
+        if note_id.isdigit():
+            note = note_get(user=request.user, note_id=int(note_id))
+        else:
+            error = _("Choose a note from the list.")
+    if not error:
+        try:
+            note = saving.answer_save_to_note(user=request.user, answer=message, note=note)
+        except ValidationError as exc:
+            error = " ".join(exc.messages)
+    context = {"message": message, "note": note, "error": error}
+    if request.htmx:
+        response = render(request, "chat/_saved.html", context, status=400 if error else 200)
+        if not error:
+            response["HX-Trigger"] = "notes-changed"
+        return response
+    if error:
+        messages.error(request, error)
+    else:
+        assert note is not None
+        messages.success(
+            request, _("Saved the answer to the note “%(title)s”.") % {"title": note.title}
+        )
+    back = request.POST.get("from") == "workspace"
+    if back:
+        return redirect(workspace_url(conversation.notebook_id, conversation.pk))
+    return redirect(_answer_url(conversation, message))
+
+
+@login_required
+@require_http_methods(["GET"])
+def message_save_form(request: AuthenticatedHttpRequest, message_id: int) -> HttpResponse:
+    """The "Add to a note" form of an answer, with the notebook's notes to choose from."""
+    message = selectors.message_get(user=request.user, message_id=message_id)
+    notes = note_list(user=request.user, notebook_id=message.conversation.notebook_id)
+    return render(request, "chat/_save_form.html", {"message": message, "notes": notes})

@@ -10,16 +10,17 @@ import os
 import sys
 import threading
 import weakref
-from functools import cache
 from typing import Protocol
 
 from django.conf import settings
 
 from notebook.breakers import breaker
+from notebook.language import detect_language
 
 logger = logging.getLogger(__name__)
 DEFAULT_LOCAL_MODEL = "all-MiniLM-L6-v2"
 WINDOW_OVERLAP = 32  # tokens shared by consecutive windows of a long passage
+WARM_UP_SWITCH_INTERVAL = 0.0005  # seconds; Python's default is 0.005
 
 
 class EmbeddingError(Exception):
@@ -182,14 +183,24 @@ class OpenAIEmbedder:
 
 
 _LOADING = threading.Lock()
+Config = tuple[str, str, int, str, str]  # backend, model, dimensions, base URL, API key
+_loaded: dict[Config, Embedder] = {}  # this process's embedders, one per configuration
+
+
+class _WarmUp:
+    """The background load of this process's model (`warm_up_in_background`), if one ran."""
+
+    thread: threading.Thread | None = None
+    config: Config | None = None
 
 
 def _after_fork_in_child() -> None:
     """A forked child (a test server, a worker) inherits locks that a thread of the parent
     may have held at the fork, and PyTorch's OpenMP pool, which hangs after a fork: fresh
-    locks, and one torch thread."""
+    locks, and one torch thread. The parent's warm-up thread does not exist in the child."""
     global _LOADING
     _LOADING = threading.Lock()
+    _WarmUp.thread = _WarmUp.config = None
     for embedder in list(_LOCAL_EMBEDDERS):
         embedder._lock = threading.Lock()
     torch = sys.modules.get("torch")
@@ -201,27 +212,91 @@ _LOCAL_EMBEDDERS: weakref.WeakSet[LocalEmbedder] = weakref.WeakSet()
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-@cache
-def _load(backend: str, model: str, dimensions: int, base_url: str, api_key: str) -> Embedder:
+def _construct(backend: str, model: str, dimensions: int, base_url: str, api_key: str) -> Embedder:
+    """Make an embedder (the local backend loads its model here: seconds). Tests that need a
+    load in progress replace this function with one that waits (tests/search/test_warm_up.py)."""
     if backend == "openai":
         return OpenAIEmbedder(model, dimensions, base_url, api_key)
     return LocalEmbedder(model, dimensions)
 
 
-def _embedder(backend: str, model: str, dimensions: int, base_url: str, api_key: str) -> Embedder:
-    with _LOADING:  # threads asking at once share one load instead of loading twice
-        return _load(backend, model, dimensions, base_url, api_key)
-
-
-def get_embedder() -> Embedder:
-    """The configured embedder, created once per process and configuration."""
-    return _embedder(
+def _config() -> Config:
+    return (
         settings.EMBEDDING_BACKEND,
         settings.EMBEDDING_MODEL,
         settings.EMBEDDING_DIMENSIONS,
         settings.EMBEDDING_BASE_URL,
         settings.EMBEDDING_API_KEY,
     )
+
+
+def _get(config: Config, *, warm: bool = False) -> Embedder:
+    found = _loaded.get(config)
+    if found is not None:
+        return found
+    with _LOADING:  # threads asking at once share one load instead of loading twice
+        if config not in _loaded:
+            embedder = _construct(*config)
+            if warm:  # the first encode initialises torch: done before anyone waits on it
+                embedder.embed(["warm up"])
+            _loaded[config] = embedder
+        return _loaded[config]
+
+
+def get_embedder() -> Embedder:
+    """The configured embedder, created once per process and configuration (the first call
+    waits for the local model to load; see `warming_up` for callers that must not wait)."""
+    return _get(_config())
+
+
+def warming_up() -> bool:
+    """Whether the background warm-up of this process is still loading the configured model:
+    a caller that must not wait (a search) goes without vectors meanwhile. False once the
+    model is loaded, when the warm-up failed (the next caller loads again and reports the
+    error), and in processes that never warmed up (they load on first use, as before)."""
+    thread = _WarmUp.thread
+    return (
+        thread is not None
+        and thread.is_alive()
+        and _WarmUp.config == _config()
+        and _WarmUp.config not in _loaded
+    )
+
+
+def warm_up_in_background() -> threading.Thread | None:
+    """Load the local embedding model in a daemon thread, so that the first search of a web
+    process does not wait for it (4.5 s on 2 idle cores, over 30 s on a busy machine).
+
+    Called where a server starts (notebook.asgi), never by other manage.py commands, and only
+    when EMBEDDING_WARM_UP is on. A daemon thread: the process exits without waiting for a
+    load in progress. Remote embedders need no warming. Returns the thread it started."""
+    config = _config()
+    if not settings.EMBEDDING_WARM_UP or config[0] != "local" or config in _loaded:
+        return None
+    if _WarmUp.thread is not None and _WarmUp.thread.is_alive():
+        return _WarmUp.thread
+
+    def load() -> None:
+        # Importing torch and transformers is mostly Python holding the GIL; a request thread
+        # that released it (for every database round trip) waits up to the switch interval
+        # to get it back, each time. A shorter interval while loading keeps searches quick.
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(min(interval, WARM_UP_SWITCH_INTERVAL))
+        try:
+            # A hybrid search also asks the language identifier (its model loads on first use).
+            detect_language("Warm up the language identifier before the first search.")
+            _get(config, warm=True)
+        except Exception:  # the next search loads again and reports the problem
+            logger.exception("Could not load the embedding model at start-up")
+        else:
+            logger.info("embedding model loaded in the background")
+        finally:
+            sys.setswitchinterval(interval)
+
+    thread = threading.Thread(target=load, name="embedding-warm-up", daemon=True)
+    _WarmUp.thread, _WarmUp.config = thread, config
+    thread.start()
+    return thread
 
 
 def embedding_model_name() -> str:

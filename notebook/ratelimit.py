@@ -20,6 +20,7 @@ from django.db import connections, router, transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.timezone import now
+from django.utils.translation import gettext, gettext_lazy, ngettext
 from django_ratelimit.core import get_usage
 
 if TYPE_CHECKING:
@@ -28,16 +29,24 @@ if TYPE_CHECKING:
 Scope = Literal["chat", "upload", "preview", "token", "signup"]
 
 _PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+# In the language of the request that was refused (the API's is always English).
 _TOO_FAST = {
-    "chat": "You are asking questions too fast (at most {limit} {per}). Try again in {wait}.",
-    "upload": "You are uploading too fast (at most {limit} files {per}). Try again in {wait}.",
-    "preview": "Too many previews (at most {limit} {per}). Try again in {wait}.",
-    "token": (
-        "Too many requests with a wrong API token (at most {limit} {per} from one address, "
-        "or with one token). Try again in {wait}."
+    "chat": gettext_lazy(
+        "You are asking questions too fast (at most %(limit)s %(per)s). Try again in %(wait)s."
     ),
-    "signup": (
-        "Too many sign-up attempts from your address (at most {limit} {per}). Try again in {wait}."
+    "upload": gettext_lazy(
+        "You are uploading too fast (at most %(limit)s files %(per)s). Try again in %(wait)s."
+    ),
+    "preview": gettext_lazy(
+        "Too many previews (at most %(limit)s %(per)s). Try again in %(wait)s."
+    ),
+    "token": gettext_lazy(
+        "Too many requests with a wrong API token (at most %(limit)s %(per)s from one address, "
+        "or with one token). Try again in %(wait)s."
+    ),
+    "signup": gettext_lazy(
+        "Too many sign-up attempts from your address (at most %(limit)s %(per)s). "
+        "Try again in %(wait)s."
     ),
 }
 
@@ -49,9 +58,11 @@ class RateLimited(Exception):
         self.scope = scope
         self.retry_after = max(retry_after, 1)
         limit, period = parse_rate(settings.RATE_LIMITS[scope])
-        self.message = _TOO_FAST[scope].format(
-            limit=limit, per=_per(period), wait=wait_text(self.retry_after)
-        )
+        self.message = str(_TOO_FAST[scope]) % {
+            "limit": limit,
+            "per": _per(period),
+            "wait": wait_text(self.retry_after),
+        }
         super().__init__(self.message)
 
 
@@ -64,20 +75,23 @@ def parse_rate(rate: str) -> tuple[int, int]:
 def wait_text(seconds: int) -> str:
     """`42 seconds`, `1 minute`, `15 minutes`, `2 hours`: how long, rounded up."""
     if seconds < 60:
-        return _plural(max(seconds, 1), "second")
+        n = max(seconds, 1)
+        return ngettext("%(n)d second", "%(n)d seconds", n) % {"n": n}
     minutes = math.ceil(seconds / 60)
     if minutes < 120:
-        return _plural(minutes, "minute")
-    return _plural(math.ceil(minutes / 60), "hour")
-
-
-def _plural(n: int, unit: str) -> str:
-    return f"{n} {unit}" if n == 1 else f"{n} {unit}s"
+        return ngettext("%(n)d minute", "%(n)d minutes", minutes) % {"n": minutes}
+    hours = math.ceil(minutes / 60)
+    return ngettext("%(n)d hour", "%(n)d hours", hours) % {"n": hours}
 
 
 def _per(period: int) -> str:
-    named = {1: "a second", 60: "a minute", 3600: "an hour", 86400: "a day"}
-    return named.get(period) or f"every {wait_text(period)}"
+    named = {
+        1: gettext("a second"),
+        60: gettext("a minute"),
+        3600: gettext("an hour"),
+        86400: gettext("a day"),
+    }
+    return named.get(period) or gettext("every %(period)s") % {"period": wait_text(period)}
 
 
 def user_key(user: User) -> str:

@@ -77,6 +77,7 @@ INSTALLED_APPS = [
     "attachments",
     "search",
     "chat",
+    "guides",
 ]
 
 MIDDLEWARE = [
@@ -85,6 +86,9 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.locale.LocaleMiddleware",
+    # After it: the API stays English (scripts match its texts); pages follow the browser.
+    "notebook.middleware.ApiInEnglish",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -235,7 +239,11 @@ CACHES["ratelimit"] = (
 )
 SILENCED_SYSTEM_CHECKS = ["django_ratelimit.W001"]
 
-LANGUAGE_CODE = "en-us"
+LANGUAGE_CODE = "en"
+# The interface's languages (those of the evaluation PDFs). The browser's Accept-Language picks
+# one; Settings → Language overrides it for this browser (a cookie, django's set_language).
+LANGUAGES = [("en", "English"), ("de", "Deutsch"), ("zh-hans", "简体中文")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
 TIME_ZONE = env_str("TIME_ZONE", "UTC")
 USE_I18N = True
 USE_TZ = True
@@ -329,6 +337,10 @@ EMBEDDING_BACKEND = env_choice("EMBEDDING_BACKEND", ("local", "openai"), "local"
 EMBEDDING_MODEL = env_str("EMBEDDING_MODEL")  # local: a path or model name; openai: model id
 EMBEDDING_DIMENSIONS = env_int("EMBEDDING_DIMENSIONS", 384, minimum=1)
 EMBEDDING_BATCH_SIZE = env_int("EMBEDDING_BATCH_SIZE", 32, minimum=1)
+# local: the web server loads the model in the background at start; searches that arrive
+# before it is ready use keywords only (with a notice) instead of waiting. Off: the first
+# search loads it and waits (tests turn it off; see notebook.embeddings.warm_up_in_background).
+EMBEDDING_WARM_UP = env_bool("EMBEDDING_WARM_UP", True)
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")
 EMBEDDING_BASE_URL = env_str("EMBEDDING_BASE_URL", OPENAI_BASE_URL)
@@ -376,6 +388,12 @@ CHAT_TOOLS = env_choice("CHAT_TOOLS", ("auto", "native", "user", "off"), "auto")
 # questions are answered offline (extractive) for LLM_BREAKER_SECONDS, then the model is tried.
 LLM_BREAKER_FAILURES = env_int("LLM_BREAKER_FAILURES", 3, minimum=1)
 LLM_BREAKER_SECONDS = env_int("LLM_BREAKER_SECONDS", 60, minimum=1)
+
+# --- Guides (guides/): a notebook's guide is refreshed this many seconds after its sources
+# change, so that a burst of uploads makes one refresh. With CHAT_MODEL set, a guide is one
+# structured call of at most GUIDE_LLM_TIMEOUT seconds (then the offline guide is written).
+GUIDE_NOTEBOOK_DELAY = env_int("GUIDE_NOTEBOOK_DELAY", 10, minimum=0)
+GUIDE_LLM_TIMEOUT = env_int("GUIDE_LLM_TIMEOUT", 60, minimum=5)
 
 # --- Reranker (optional): re-scores the best fused search candidates; see notebook/rerank.py.
 RERANKER = env_choice("RERANKER", ("none", "cross-encoder", "http", "llm"), "none")

@@ -5,6 +5,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
 from django.urls import URLPattern, URLResolver, include, path
+from django.views.i18n import JavaScriptCatalog, set_language
 
 from accounts.views import LogoutView, signup
 from notebook.api import api
@@ -29,12 +30,17 @@ urlpatterns = [
     path("accounts/logout/", LogoutView.as_view(), name="logout"),
     path("accounts/signup/", signup, name="signup"),
     path("", include("accounts.urls")),
+    # Settings → Language (also on the login page): django's set_language, POST only.
+    path("i18n/setlang/", login_not_required(set_language), name="set_language"),
+    # The translations our scripts use (gettext/ngettext/interpolate); base.html loads it.
+    path("jsi18n/", login_not_required(JavaScriptCatalog.as_view()), name="javascript-catalog"),
     path("admin/", admin.site.urls),
     path("api/", _api_urls()),
     path("", include("notes.urls")),
     path("", include("attachments.urls")),
     path("", include("search.urls")),
     path("", include("chat.urls")),
+    path("", include("guides.urls")),
 ]
 
 admin.site.site_header = "Notebook administration"

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django import forms
 from django.conf import settings
+from django.utils.translation import gettext_lazy
 
 from notes.models import Note, Notebook
 
@@ -10,11 +11,14 @@ class NotebookForm(forms.ModelForm[Notebook]):
     class Meta:
         model = Notebook
         fields = ["title", "description"]
+        labels = {"title": gettext_lazy("Title"), "description": gettext_lazy("Description")}
         widgets = {
             "title": forms.TextInput(
-                attrs={"placeholder": "e.g. Thesis reading", "autofocus": True}
+                attrs={"placeholder": gettext_lazy("e.g. Thesis reading"), "autofocus": True}
             ),
-            "description": forms.Textarea(attrs={"rows": 2, "placeholder": "Optional"}),
+            "description": forms.Textarea(
+                attrs={"rows": 2, "placeholder": gettext_lazy("Optional")}
+            ),
         }
 
 
@@ -24,13 +28,17 @@ class NoteForm(forms.ModelForm[Note]):
         max_length=settings.NOTE_BODY_MAX_CHARS,
         strip=False,
         widget=forms.Textarea(attrs={"rows": 18, "class": "mono", "spellcheck": "true"}),
-        help_text="Markdown: **bold**, _italic_, # headings, - lists, [links](https://…), tables.",
+        label=gettext_lazy("Body"),
+        help_text=gettext_lazy(
+            "Markdown: **bold**, _italic_, # headings, - lists, [links](https://…), tables."
+        ),
     )
 
     class Meta:
         model = Note
         fields = ["title", "body"]
-        widgets = {"title": forms.TextInput(attrs={"placeholder": "Untitled note"})}
+        labels = {"title": gettext_lazy("Title")}
+        widgets = {"title": forms.TextInput(attrs={"placeholder": gettext_lazy("Untitled note")})}
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]

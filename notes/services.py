@@ -9,6 +9,8 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
+from django.utils.formats import number_format
+from django.utils.translation import gettext, gettext_noop
 
 from notes.indexing import note_enqueue_embedding, note_index_text
 from notes.models import Note, Notebook
@@ -16,18 +18,22 @@ from notes.models import Note, Notebook
 if TYPE_CHECKING:
     from notebook.types import User
 
-UNTITLED_NOTE = "Untitled note"
+# Stored as the title, translated into the language of whoever created the note.
+UNTITLED_NOTE = gettext_noop("Untitled note")
 
 
 def _clean_title(title: str, *, required: bool, fallback: str = "") -> str:
     title = " ".join(title.split())  # no newlines or runs of spaces in titles
     if not title:
         if required:
-            raise ValidationError({"title": "Give it a title."}, code="required")
-        title = fallback
+            raise ValidationError({"title": gettext("Give it a title.")}, code="required")
+        title = gettext(fallback) if fallback else fallback
     if len(title) > settings.NOTE_TITLE_MAX:
         raise ValidationError(
-            {"title": f"Keep the title under {settings.NOTE_TITLE_MAX} characters."},
+            {
+                "title": gettext("Keep the title under %(limit)d characters.")
+                % {"limit": settings.NOTE_TITLE_MAX}
+            },
             code="max_length",
         )
     return title
@@ -36,7 +42,10 @@ def _clean_title(title: str, *, required: bool, fallback: str = "") -> str:
 def _clean_body(body: str) -> str:
     if len(body) > settings.NOTE_BODY_MAX_CHARS:
         raise ValidationError(
-            {"body": f"A note holds at most {settings.NOTE_BODY_MAX_CHARS:,} characters."},
+            {
+                "body": gettext("A note holds at most %(limit)s characters.")
+                % {"limit": number_format(settings.NOTE_BODY_MAX_CHARS, force_grouping=True)}
+            },
             code="max_length",
         )
     return body
@@ -45,7 +54,9 @@ def _clean_body(body: str) -> str:
 def _clean_description(description: str) -> str:
     description = description.strip()
     if len(description) > 2000:
-        raise ValidationError({"description": "Keep the description under 2,000 characters."})
+        raise ValidationError(
+            {"description": gettext("Keep the description under 2,000 characters.")}
+        )
     return description
 
 
@@ -98,7 +109,9 @@ def note_create(*, notebook: Notebook, author: User, title: str = "", body: str 
 def note_update(*, note: Note, title: str | None = None, body: str | None = None) -> Note:
     """Change a note's title and/or body; fields left None are kept. Trashed notes are read-only."""
     if note.is_trashed:
-        raise ValidationError("Restore the note from the trash before editing it.", code="trashed")
+        raise ValidationError(
+            gettext("Restore the note from the trash before editing it."), code="trashed"
+        )
     if title is not None:
         note.title = _clean_title(title, required=False, fallback=UNTITLED_NOTE)
     if body is not None:
@@ -136,6 +149,6 @@ def note_delete(*, note: Note) -> None:
     """Delete a trashed note forever; a live note must go to the trash first."""
     if not note.is_trashed:
         raise ValidationError(
-            "Move the note to the trash before deleting it forever.", code="not_trashed"
+            gettext("Move the note to the trash before deleting it forever."), code="not_trashed"
         )
     note.delete()

@@ -8,9 +8,9 @@ app_name = "notes"
 
 urlpatterns = [
     path("", views.notebook_list, name="notebook_list"),
-    path("notebooks/<int:notebook_id>/", views.notebook_detail, name="notebook_detail"),
     path("notebooks/<int:notebook_id>/rename/", views.notebook_rename, name="notebook_rename"),
     path("notebooks/<int:notebook_id>/delete/", views.notebook_delete, name="notebook_delete"),
+    path("notebooks/<int:notebook_id>/notes/", views.notebook_notes, name="notebook_notes"),
     path("notebooks/<int:notebook_id>/notes/new/", views.note_create, name="note_create"),
     path("notes/<int:note_id>/", views.note_detail, name="note_detail"),
     path("notes/<int:note_id>/edit/", views.note_edit, name="note_edit"),

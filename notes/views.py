@@ -9,8 +9,10 @@ from django.core.exceptions import ValidationError
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.formats import number_format
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
+from django.utils.translation import gettext
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
@@ -40,8 +42,10 @@ def notebook_list(request: AuthenticatedHttpRequest) -> HttpResponse:
             form.add_error(None, exc)
         else:
             if not request.htmx:
-                return redirect("notes:notebook_detail", notebook_id=notebook.pk)
-            messages.success(request, f"Created the notebook “{notebook.title}”.")
+                return redirect("chat:workspace", notebook_id=notebook.pk)
+            messages.success(
+                request, gettext("Created the notebook “%(title)s”.") % {"title": notebook.title}
+            )
             form = NotebookForm()
     context = {"form": form, "notebooks": selectors.notebook_list(user=request.user)}
     return render(request, _template(request, "notes/notebook_list.html", "notebooks"), context)
@@ -68,7 +72,7 @@ def notebook_rename(request: AuthenticatedHttpRequest, notebook_id: int) -> Http
                 return render(
                     request, "notes/notebook_list.html#notebook-row", {"notebook": notebook}
                 )
-            return redirect("notes:notebook_detail", notebook_id=notebook.pk)
+            return redirect("chat:workspace", notebook_id=notebook.pk)
     context = {"form": form, "notebook": notebook}
     return render(request, _template(request, "notes/notebook_rename.html", "rename-form"), context)
 
@@ -80,7 +84,9 @@ def notebook_delete(request: AuthenticatedHttpRequest, notebook_id: int) -> Http
     if request.method == "POST":
         title = notebook.title
         services.notebook_delete(notebook=notebook)
-        messages.success(request, f"Deleted the notebook “{title}” and its notes.")
+        messages.success(
+            request, gettext("Deleted the notebook “%(title)s” and its notes.") % {"title": title}
+        )
         if request.htmx:
             return HttpResponseClientRedirect(reverse("notes:notebook_list"))
         return redirect("notes:notebook_list")
@@ -104,9 +110,10 @@ def _notebook_notes_context(
 
 @login_required
 @require_http_methods(["GET"])
-def notebook_detail(request: AuthenticatedHttpRequest, notebook_id: int) -> HttpResponse:
+def notebook_notes(request: AuthenticatedHttpRequest, notebook_id: int) -> HttpResponse:
+    """The workspace's notes list, refreshed after something wrote a note (Save to note)."""
     context = _notebook_notes_context(request, notebook_id)
-    return render(request, _template(request, "notes/notebook_detail.html", "notes"), context)
+    return render(request, "notes/_notes_pane.html#notes", context)
 
 
 @login_required
@@ -138,7 +145,7 @@ def note_detail(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse
 def note_edit(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
     note = selectors.note_get(user=request.user, note_id=note_id)
     if note.is_trashed:
-        messages.info(request, "This note is in the trash. Restore it to edit it.")
+        messages.info(request, gettext("This note is in the trash. Restore it to edit it."))
         return redirect("notes:note_detail", note_id=note.pk)
     form = NoteForm(request.POST or None, instance=note)
     if request.method == "POST" and form.is_valid():
@@ -149,7 +156,7 @@ def note_edit(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
         except ValidationError as exc:
             form.add_error(None, exc)
         else:
-            messages.success(request, "Saved.")
+            messages.success(request, gettext("Saved."))
             return redirect("notes:note_detail", note_id=note.pk)
     return render(request, "notes/note_edit.html", {"note": note, "form": form})
 
@@ -170,10 +177,13 @@ def note_preview(request: AuthenticatedHttpRequest, note_id: int) -> HttpRespons
     body = request.POST.get("body", "")
     limit = settings.NOTE_BODY_MAX_CHARS
     if len(body) > limit:
-        refusal = (
-            f"Too long to preview: {len(body):,} characters, and a note holds at most "
-            f"{limit:,}. Shorten it to see the preview."
-        )
+        refusal = gettext(
+            "Too long to preview: %(length)s characters, and a note holds at most %(limit)s. "
+            "Shorten it to see the preview."
+        ) % {
+            "length": number_format(len(body), force_grouping=True),
+            "limit": number_format(limit, force_grouping=True),
+        }
         return render(request, template, _preview_refusal(refusal))
     return render(request, template, {"preview_html": render_markdown(body)})
 
@@ -185,17 +195,17 @@ def _preview_refusal(message: str) -> dict[str, SafeString]:
 def _after_note_action(request: AuthenticatedHttpRequest, notebook_id: int) -> HttpResponse:
     if request.htmx and request.POST.get("from") == "notebook":
         context = _notebook_notes_context(request, notebook_id)
-        return render(request, "notes/notebook_detail.html#notes", context)
+        return render(request, "notes/_notes_pane.html#notes", context)
     if request.htmx:
-        return HttpResponseClientRedirect(reverse("notes:notebook_detail", args=[notebook_id]))
-    return redirect("notes:notebook_detail", notebook_id=notebook_id)
+        return HttpResponseClientRedirect(reverse("chat:workspace", args=[notebook_id]))
+    return redirect("chat:workspace", notebook_id=notebook_id)
 
 
 @login_required
 @require_POST
 def note_trash(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
     note = services.note_trash(note=selectors.note_get(user=request.user, note_id=note_id))
-    messages.success(request, f"Moved “{note.title}” to the trash.")
+    messages.success(request, gettext("Moved “%(title)s” to the trash.") % {"title": note.title})
     return _after_note_action(request, note.notebook_id)
 
 
@@ -203,7 +213,7 @@ def note_trash(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
 @require_POST
 def note_restore(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
     note = services.note_restore(note=selectors.note_get(user=request.user, note_id=note_id))
-    messages.success(request, f"Restored “{note.title}”.")
+    messages.success(request, gettext("Restored “%(title)s”.") % {"title": note.title})
     return _after_note_action(request, note.notebook_id)
 
 
@@ -217,6 +227,6 @@ def note_delete(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse
         except ValidationError as exc:
             messages.error(request, " ".join(exc.messages))
             return redirect("notes:note_detail", note_id=note.pk)
-        messages.success(request, f"Deleted “{note.title}” forever.")
+        messages.success(request, gettext("Deleted “%(title)s” forever.") % {"title": note.title})
         return _after_note_action(request, note.notebook_id)
     return render(request, "notes/note_delete.html", {"note": note})

@@ -13,6 +13,7 @@ from notebook.types import AuthenticatedHttpRequest
 from notes.selectors import note_get, notebook_get
 from search.retrieval import MAX_QUERY_CHARS, Hit, Scope, search
 from search.schemas import SearchHitOut, SearchIn, SearchOut
+from search.snippets import heading_text, plain_snippet, readable_text
 
 router = Router(tags=["search"])
 
@@ -42,13 +43,20 @@ def _search(request: AuthenticatedHttpRequest, params: SearchIn) -> SearchOut:
         diversity=params.diversity,
         rerank=params.rerank,
     )
-    hits = [_hit_out(hit) for hit in result.hits]
+    hits = [_hit_out(hit, query) for hit in result.hits]
     timings = {stage: round(seconds * 1000, 2) for stage, seconds in result.timings.items()}
     timings["total"] = round(result.total * 1000, 2)
-    return SearchOut(query=query, mode=params.mode, hits=hits, timings_ms=timings, info=result.info)
+    return SearchOut(
+        query=query,
+        mode=params.mode,
+        hits=hits,
+        timings_ms=timings,
+        info=result.info,
+        warming_up=bool(result.info.get("warming_up")),
+    )
 
 
-def _hit_out(hit: Hit) -> SearchHitOut:
+def _hit_out(hit: Hit, query: str) -> SearchHitOut:
     note, chunk = hit.note, hit.chunk
     scores: dict[str, Any] = {
         "fused": hit.fused,
@@ -62,6 +70,8 @@ def _hit_out(hit: Hit) -> SearchHitOut:
         "note_id": note.pk,
         "note_title": note.title,
         "notebook_id": note.notebook_id,
+        "snippet": plain_snippet(readable_text(hit), query),
+        "heading": heading_text(hit),
     }
     if chunk is None:
         return SearchHitOut(kind="note", content=hit.text, **where, **scores)
@@ -82,8 +92,10 @@ def _hit_out(hit: Hit) -> SearchHitOut:
 
 @router.get("/search", response=SearchOut)
 def search_get(request: AuthenticatedHttpRequest, params: Query[SearchIn]) -> SearchOut:
-    """Passages from your PDFs, best first, with every score (BM25, cosine, fused) and
-    per-stage timings. Filters (`notebook_id`, `note_id`, `attachment_ids`) narrow the scope."""
+    """Passages from your PDFs and notes, best first, each with a readable `snippet` and its
+    `heading`, every score (BM25, cosine, fused) and per-stage timings. Filters (`notebook_id`,
+    `note_id`, `attachment_ids`) narrow the scope. Right after the server starts, `warming_up`
+    says the results are keyword-only while the embedding model loads."""
     return _search(request, params)
 
 

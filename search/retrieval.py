@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
+from django.utils.translation import gettext_noop
 
 from attachments.models import ChunkVector, DocumentChunk, NoteAttachment
+from notebook.embeddings import warming_up
 from notebook.language import detect_language, segment_for_search
 from notebook.textutil import cjk_ratio
 from notes.indexing import note_search_text
@@ -36,6 +38,10 @@ Key = tuple[Kind, int]  # ("document", chunk id) or ("note", note id)
 MAX_QUERY_CHARS = 2000
 EF_SEARCH = 400  # recall@10 0.97 vs 0.85 at 100 on 100k chunks (bench), +1 ms
 WINDOWS_PER_HIT = 3  # vector rows fetched per wanted hit: a long chunk has several windows
+# What a search without its vector leg says, in English (the API's `info.degraded`); the
+# search page shows it translated (gettext_noop marks the known reasons for the catalogues).
+DEGRADED = gettext_noop("vector search unavailable: %(reason)s")
+WARMING_UP = gettext_noop("the search model is still loading (the server has just started)")
 logger = logging.getLogger(__name__)
 
 
@@ -92,6 +98,8 @@ class SearchResult:
     info: dict[str, Any] = field(default_factory=dict)
     # Wall time of the whole search (stages overlap: the query is embedded during BM25).
     total: float = 0.0
+    # Why the vector leg was left out (English; info["degraded"] holds it with DEGRADED), or "".
+    degraded_reason: str = ""
 
 
 def _sql(queryset: Any) -> tuple[str, tuple[Any, ...]]:
@@ -297,10 +305,18 @@ def search(
     search_started = time.perf_counter()
     leg_weights = {"lexical": settings.SEARCH_LEXICAL_WEIGHT, "vector": 1.0}
     embedding: Future[tuple[list[float], float]] | None = None
+    degraded_reason = ""
     if mode in ("vector", "hybrid") and _clean(query):
-        leg_weights["vector"], info["query_language"] = vector_weight(_clean(query))
-        # The model embeds the query (torch, GIL released) while Postgres runs BM25.
-        embedding = _embedding_pool().submit(_embed_query, _clean(query))
+        if warming_up():
+            # The web process is still loading the model (start-up): never wait for it (nor
+            # for the language identifier, which only weighs the vector leg).
+            info["warming_up"] = True
+            degraded_reason = WARMING_UP
+            info["degraded"] = DEGRADED % {"reason": degraded_reason}
+        else:
+            leg_weights["vector"], info["query_language"] = vector_weight(_clean(query))
+            # The model embeds the query (torch, GIL released) while Postgres runs BM25.
+            embedding = _embedding_pool().submit(_embed_query, _clean(query))
     if mode in ("lexical", "hybrid"):
         started = time.perf_counter()
         legs["lexical"] = lexical(user=user, query=query, scope=scope, limit=depth)
@@ -313,8 +329,9 @@ def search(
             legs["vector"] = vector(user=user, embedding=vector_of_query, scope=scope, limit=depth)
             timings["vector"] = time.perf_counter() - started
         except Exception as exc:
-            info["degraded"] = f"vector search unavailable: {_why(exc)}"
-            logger.warning("search without its vector leg: %s", _why(exc))
+            degraded_reason = _why(exc)
+            info["degraded"] = DEGRADED % {"reason": degraded_reason}
+            logger.warning("search without its vector leg: %s", degraded_reason)
     if mode != "hybrid":
         leg_weights = {"lexical": 1.0, "vector": 1.0}  # one leg: its own order
     leg_weights.update(weights or {})
@@ -353,7 +370,7 @@ def search(
     if diversity:
         ranked = diversify(ranked)
     total = time.perf_counter() - search_started
-    return SearchResult(ranked[:limit], timings, info, total)
+    return SearchResult(ranked[:limit], timings, info, total, degraded_reason)
 
 
 _pools: dict[int, ThreadPoolExecutor] = {}
@@ -392,7 +409,7 @@ def _why(exc: Exception) -> str:
     from notebook.embeddings import EmbeddingError
 
     if isinstance(exc, TimeoutError):
-        return "the embedding service did not answer in time"
+        return gettext_noop("the embedding service did not answer in time")
     if isinstance(exc, EmbeddingError):
         return str(exc)[:300]
     if isinstance(exc, DatabaseError):

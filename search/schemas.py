@@ -34,6 +34,11 @@ class SearchHitOut(Schema):
     start_char: int | None = None
     end_char: int | None = None
     content: str
+    snippet: str = Field(
+        description="About 320 characters around the first query word, as plain text (a "
+        "note's Markdown removed), with … where text was cut."
+    )
+    heading: str = Field("", description="The heading path joined with ' › ' (PDFs).")
     fused: float
     lexical: float | None
     lexical_rank: int | None
@@ -49,5 +54,11 @@ class SearchOut(Schema):
     timings_ms: dict[str, float]
     info: dict[str, Any] = Field(
         description="How the ranking was made: query language, fusion and weights, reranker "
-        "backend and whether it fell back to the fused order."
+        "backend and whether it fell back to the fused order; `degraded` when the vector leg "
+        "was left out, and why."
+    )
+    warming_up: bool = Field(
+        False,
+        description="The server has just started and is still loading the embedding model: "
+        "these results come from the keyword (BM25) leg only; the vector leg joins in seconds.",
     )

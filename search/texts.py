@@ -87,9 +87,10 @@ def hybrid_rank(
     for rank, (_, pk) in enumerate(ranked, start=1):
         fused[pk] = fused.get(pk, 0.0) + 1 / (RRF_K + rank)
     if any(vector for _, _, vector in items):
-        if query_vector is None:
-            from notebook.embeddings import get_embedder
+        from notebook.embeddings import get_embedder, warming_up
 
+        # Right after the server starts the model may still be loading: lexical only, no wait.
+        if query_vector is None and not warming_up():
             try:
                 (query_vector,) = get_embedder().embed([query])
             except Exception:  # lexical only

@@ -3,68 +3,46 @@
 from __future__ import annotations
 
 import logging
-import re
+from urllib.parse import quote
 
 from django.contrib.auth.decorators import login_required
 from django.db import DatabaseError
 from django.http import HttpResponse
 from django.shortcuts import render
-from django.utils.html import escape
-from django.utils.safestring import SafeString, mark_safe
+from django.urls import reverse
+from django.utils.formats import number_format
+from django.utils.translation import gettext, ngettext
+from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_http_methods
 
 from attachments import selectors
 from attachments.models import NoteAttachment
-from notebook.textutil import cjk_ratio
 from notebook.types import AuthenticatedHttpRequest
 from notes.selectors import note_get, notebook_get, notebook_list, visible_notes
-from search.retrieval import MAX_QUERY_CHARS, Scope, search
+from search.retrieval import DEGRADED, MAX_QUERY_CHARS, Scope, SearchResult, search
+from search.snippets import heading_text, highlight, readable_text
+
+__all__ = ["highlight", "search_page"]
 
 logger = logging.getLogger(__name__)
-MODES = ("hybrid", "lexical", "vector")
-SNIPPET_CHARS = 320
-
-
-_STOP_WORDS = (
-    "a an and are as at be but by can do does for from had has have how i if in into is it "
-    "its me my no not of on or our so than that the then there these they this to was we what "
-    "when where which who why will with you your der die das und ist ein eine zu von mit"
+# The modes, as people read them (the values are the API's).
+MODES = (
+    ("hybrid", _("Words and meaning")),
+    ("lexical", _("Exact words")),
+    ("vector", _("Similar meaning")),
 )
-_STOP = frozenset(_STOP_WORDS.split())
-
-
-def _worth_marking(word: str) -> bool:
-    return bool(cjk_ratio(word)) or (len(word) >= 2 and word not in _STOP)
-
-
-def highlight(text: str, query: str, *, width: int = SNIPPET_CHARS) -> SafeString:
-    """An escaped snippet of `text` around the first query word, query words in <mark>."""
-    words = sorted(
-        {w for w in re.findall(r"\w+", query.lower()) if _worth_marking(w)}, key=len, reverse=True
-    )
-    # Whole words only (CJK has no word boundaries, so its terms match anywhere).
-    alternatives = [re.escape(w) if cjk_ratio(w) else rf"\b{re.escape(w)}\w*" for w in words]
-    pattern = re.compile("|".join(alternatives), re.IGNORECASE) if words else None
-    start = 0
-    if pattern and (first := pattern.search(text)):
-        start = max(0, first.start() - width // 3)
-    window = text[start : start + width]
-    prefix = "…" if start else ""
-    suffix = "…" if start + width < len(text) else ""
-    if not pattern:
-        return mark_safe(prefix + escape(window) + suffix)  # noqa: S308 - escaped
-    parts: list[str] = []
-    last = 0
-    for match in pattern.finditer(window):
-        parts.append(escape(window[last : match.start()]))
-        parts.append(f"<mark>{escape(match.group(0))}</mark>")
-        last = match.end()
-    parts.append(escape(window[last:]))
-    return mark_safe(prefix + "".join(parts) + suffix)  # noqa: S308 - every piece is escaped
 
 
 def _int(value: str | None) -> int | None:
     return int(value) if value and value.isdigit() else None
+
+
+def _degraded(result: SearchResult | None) -> str:
+    """Why the vector leg was left out, in the reader's language (the API keeps the English
+    `info.degraded`); reasons from elsewhere (an embedding server's error) stay as they came."""
+    if result is None or not result.degraded_reason:
+        return ""
+    return gettext(DEGRADED) % {"reason": gettext(result.degraded_reason)}
 
 
 @login_required
@@ -85,13 +63,20 @@ def search_page(request: AuthenticatedHttpRequest, notebook_id: int | None = Non
     attachment = selectors.attachment_get(user=user, attachment_id=file_id) if file_id else None
     query = " ".join(params.get("q", "").split())
     mode = params.get("mode", "hybrid")
-    mode = mode if mode in MODES else "hybrid"
-    include_notes = "q" not in params or params.get("notes") == "on"  # checked by default
+    mode = mode if mode in dict(MODES) else "hybrid"
+    # The form marks itself as sent: an unticked box is then a choice; a link or a first
+    # visit without it gets the defaults (notes included).
+    sent = "sent" in params
+    include_notes = params.get("notes") == "on" if sent else True
     diversity = params.get("diverse") == "on"
     error = ""
     result = None
     if len(query) > MAX_QUERY_CHARS:
-        error = f"Keep the question under {MAX_QUERY_CHARS:,} characters."
+        error = ngettext(
+            "Keep the question under %(limit)s character.",
+            "Keep the question under %(limit)s characters.",
+            MAX_QUERY_CHARS,
+        ) % {"limit": number_format(MAX_QUERY_CHARS, force_grouping=True)}
     elif query:
         try:
             result = search(
@@ -109,7 +94,7 @@ def search_page(request: AuthenticatedHttpRequest, notebook_id: int | None = Non
             )
         except DatabaseError:  # the keyword leg failed (a vector failure only degrades)
             logger.exception("search for user %s failed", user.pk)
-            error = "Search failed: the database did not answer. Try again in a moment."
+            error = gettext("Search failed: the database did not answer. Try again in a moment.")
     live_notes = visible_notes(user=user).filter(trashed_at__isnull=True)
     if notebook:
         live_notes = live_notes.filter(notebook=notebook)
@@ -119,11 +104,18 @@ def search_page(request: AuthenticatedHttpRequest, notebook_id: int | None = Non
     hits = [
         {
             "hit": hit,
-            "snippet": highlight(hit.text, query),
-            "page_anchor": hit.chunk.page_number if hit.chunk else None,
+            "snippet": highlight(readable_text(hit), query),
+            "heading": heading_text(hit),
         }
         for hit in (result.hits if result else [])
     ]
+    timings = result.timings if result else {}
+    # "Search everything" (an empty result's tip): the same words and mode, no filters.
+    everything = (
+        reverse("search:notebook_search", args=[notebook.pk])
+        if notebook and notebook_id is not None
+        else reverse("search:search")
+    )
     context = {
         "notebook": notebook,
         "fixed_notebook": notebook_id is not None,
@@ -133,6 +125,13 @@ def search_page(request: AuthenticatedHttpRequest, notebook_id: int | None = Non
         "hits": hits,
         "result": result,
         "latency_ms": round(result.total * 1000) if result else None,
+        "timings_ms": {stage: round(s * 1000) for stage, s in timings.items()},
+        "warming_up": bool(result and result.info.get("warming_up")),
+        "degraded": _degraded(result),
+        "everything_url": f"{everything}?q={quote(query)}&mode={mode}",
+        # Each hit names its notebook only when the results come from more than one.
+        "show_notebook": len({hit.note.notebook_id for hit in result.hits} if result else ()) > 1,
+        "filtered": bool(note or attachment or (notebook and notebook_id is None)),
         "processing_count": processing.count(),
         "has_sources": live_notes.exists(),
         "error": error,
@@ -149,4 +148,6 @@ def search_page(request: AuthenticatedHttpRequest, notebook_id: int | None = Non
             "diversity": diversity,
         },
     }
-    return render(request, "search/search.html", context)
+    # htmx asks for the results alone (the region refreshing itself while the model warms up).
+    template = "search/search.html#results" if request.htmx else "search/search.html"
+    return render(request, template, context)

@@ -30,6 +30,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     }
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    # Tests import notebook.asgi; a model loading in the background would make whichever
+    # search runs meanwhile keyword-only. Tests of the warm-up turn it back on.
+    settings.EMBEDDING_WARM_UP = False
     # WhiteNoise warns on every request when STATIC_ROOT is missing (`serve` collects into it).
     settings.STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 

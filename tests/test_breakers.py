@@ -371,11 +371,11 @@ def test_the_search_page_and_api_say_vector_search_is_unavailable(
     html = page.content.decode()
     assert "<mark>sink</mark>" in html
     assert 'id="search-degraded"' in html
-    assert "vector search unavailable: keyword results only" in html
+    assert "Meaning-based search is unavailable right now: these results match your words" in html
 
     vector_only = alice_client.get("/search/", {"q": "sink output", "mode": "vector"})
     assert vector_only.status_code == 200
-    assert "Vector search is unavailable right now." in vector_only.content.decode()
+    assert "Meaning-based search is unavailable right now." in vector_only.content.decode()
 
     api = alice_api.get("/api/search", {"q": "sink output", "mode": "hybrid"})
     assert api.status_code == 200

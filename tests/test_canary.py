@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 from django.test import override_settings
-from django_q.models import OrmQ
+from django_q.models import OrmQ, Schedule
 
 from attachments.models import DocumentChunk, NoteAttachment
 from attachments.services.ingestion import _index_text, attachment_reembed
@@ -35,6 +35,7 @@ from chat.memory import memories_for_prompt
 from chat.models import Memory, Message
 from chat.tools import ToolContext, tools_for
 from notes import indexing
+from notes.models import Note
 from notes.services import note_create, notebook_create
 from search.retrieval import Mode, Scope, search
 from tests.attachments.test_pipeline import ingest
@@ -59,11 +60,13 @@ def world(django_db_setup, django_db_blocker, tmp_path_factory):
     test runs in a transaction on top of it. The `alice` and `bob` fixtures are these users."""
     with django_db_blocker.unblock(), override_settings(MEDIA_ROOT=tmp_path_factory.mktemp("m")):
         queued = set(OrmQ.objects.values_list("pk", flat=True))
+        schedules = set(Schedule.objects.values_list("pk", flat=True))
         try:
             yield build_world()
         finally:  # committed: leave the database as the next module expects it
             User.objects.filter(username__in=["alice", "bob"]).delete()
             OrmQ.objects.exclude(pk__in=queued).delete()  # the tasks our commits queued
+            Schedule.objects.exclude(pk__in=schedules).delete()  # and the delayed ones
 
 
 def build_world() -> SimpleNamespace:
@@ -138,10 +141,12 @@ def assert_nothing_of_bobs(text: str, where: str) -> None:
             assert form not in text, f"{marker!r} reached Alice in {where}"
 
 
-def results_part(page: str) -> str:
-    """The search page from its summary on (above it, the form echoes the query)."""
+def results_part(page: str, query: str = "") -> str:
+    """The search page from its summary on (above it, the form echoes the query), without the
+    summary's own echo of what Alice typed ("No results for “…”")."""
     start = page.find('id="search-summary"')
-    return page[start:] if start >= 0 else ""
+    part = page[start:] if start >= 0 else ""
+    return part.replace(f"“{escape(query)}”", "“”") if query else part
 
 
 # --- search -----------------------------------------------------------------------------------
@@ -162,16 +167,22 @@ def test_search_never_shows_bobs_canary_document_or_counts(world, alice_client, 
                     assert {h["notebook_id"] for h in body["hits"]} <= {world.book.pk}
                     assert_nothing_of_bobs(json.dumps(body["hits"]), f"/api/search {params}")
                 count = len(got.json()["hits"])
-                form = {"q": query, "mode": mode, **({"notes": "on"} if include_notes else {})}
+                # sent=1: a submitted form, where an unticked "Include notes" means off.
+                form = {"q": query, "mode": mode, "sent": "1",
+                        **({"notes": "on"} if include_notes else {})}  # fmt: skip
                 for url in ("/search/", f"/notebooks/{world.book.pk}/search/"):
                     page = alice_client.get(url, form).content.decode()
-                    assert_nothing_of_bobs(results_part(page), f"{url} {form}")
+                    assert_nothing_of_bobs(results_part(page, query), f"{url} {form}")
                     for marker in ("Bob's", "natbib.pdf"):  # filters list names, too
                         assert escape(marker) not in page
                     assert "still being processed" not in page  # Bob's pending PDF
-                    shown = re.search(r'id="search-summary">(\d+) result', page)
-                    assert shown is not None
-                    assert int(shown.group(1)) == count, (url, form)
+                    shown = re.search(r'id="search-summary">(\d+) results? for', page)
+                    if count == 0:  # the summary then says so in words
+                        assert shown is None
+                        assert 'id="search-summary">No results for' in page, (url, form)
+                    else:
+                        assert shown is not None, (url, form)
+                        assert int(shown.group(1)) == count, (url, form)
 
 
 def test_pages_and_lists_count_only_alices_things(world, alice_client, alice_api):
@@ -261,6 +272,18 @@ def assert_conversation_clean(world, conversation, alice_client, alice_api) -> N
     listing = alice_client.get(f"/notebooks/{world.book.pk}/chats/").content.decode()
     assert f"{conversation.messages.count()} messages" in listing
     assert "Bob" not in listing
+    # The workspace with this conversation open, and every answer saved to a note.
+    workspace = alice_client.get(f"/notebooks/{world.book.pk}/?c={conversation.pk}")
+    assert_nothing_of_bobs(workspace.content.decode(), "the workspace")
+    for message in conversation.messages.filter(role="assistant", status="complete"):
+        form = alice_client.get(f"/chats/messages/{message.pk}/save/form/").content.decode()
+        assert_nothing_of_bobs(form, "the save form")
+        saved = alice_client.post(f"/chats/messages/{message.pk}/save/", HTTP_HX_REQUEST="true")
+        assert saved.status_code == 200, saved.content
+    for note in Note.objects.filter(notebook=world.book):
+        assert_nothing_of_bobs(note.title + note.body, f"the saved note {note.title!r}")
+    notes_pane = alice_client.get(f"/notebooks/{world.book.pk}/notes/").content.decode()
+    assert_nothing_of_bobs(notes_pane, "the notes pane")
 
 
 def test_extractive_answers_and_follow_ups_carry_nothing_of_bobs(world, alice_client, alice_api):
@@ -451,3 +474,75 @@ def test_reformulated_queries_see_only_the_askers_conversation(world, alice_clie
     seen = reformulate(asked).seen
     assert set(seen) <= set(conversation.messages.values_list("pk", flat=True))
     assert_conversation_clean(world, conversation, alice_client, alice_api)
+
+
+# --- guides -----------------------------------------------------------------------------------
+
+
+def test_guides_never_carry_anything_of_bobs(world, fake, settings, alice_client, alice_api):
+    """Guides written for both (with a chat model that quotes what it is shown): Alice's
+    source and notebook guides, their partials and API hold nothing of Bob's, the model was
+    shown nothing of his for them, and his guides answer her 404."""
+    from guides.models import Guide
+    from guides.services import guide_request_notebook, guide_request_source, guide_write
+
+    def quoting(body: dict[str, Any]) -> Any:
+        shown = sources_in(body["messages"][-1]["content"])
+        summary = [
+            {"text": f"It says: {text[:60]}", "citations": [{"n": n, "quote": text[:60]}]}
+            for n, text in shown.items()
+        ]
+        return Metadata(
+            {
+                "summary": summary,
+                "topics": [t[:30] for t in shown.values()],
+                "questions": [f"What about {CANARY}?"],
+            }
+        )
+
+    fake.respond = quoting
+    settings.GUIDE_NOTEBOOK_DELAY = 0
+
+    def written(guide: Guide) -> Guide:
+        guide_write(guide_id=guide.pk, token=guide.token)
+        guide.refresh_from_db()
+        assert guide.status == "ready", guide.error
+        return guide
+
+    Guide.objects.all().delete()
+    mine = [
+        written(guide_request_source(attachment=world.pdf)),
+        written(guide_request_notebook(notebook_id=world.book.pk)),
+    ]
+    for body in fake.bodies:
+        for message in body["messages"]:
+            assert_nothing_of_bobs(str(message.get("content")), "a guide prompt")
+    bobs = [
+        written(guide_request_source(attachment=world.bobs_pdf)),
+        written(guide_request_notebook(notebook_id=world.bobs_book.pk)),
+    ]
+    assert "natbib.pdf" in json.dumps(bobs[1].content())  # the control: his guide has it
+    for guide in mine:
+        assert guide.generator == "llm"
+        assert_nothing_of_bobs(json.dumps(guide.content()), "Alice's guide")
+    for url in (
+        f"/attachments/{world.pdf.pk}/guide/",
+        f"/notebooks/{world.book.pk}/guide/",
+        f"/api/attachments/{world.pdf.pk}/guide",
+        f"/api/notebooks/{world.book.pk}/guide",
+    ):
+        client = alice_api if url.startswith("/api/") else alice_client
+        for headers in ({}, {"HX-Request": "true"}):
+            response = client.get(url, headers=headers)
+            assert response.status_code == 200
+            assert_nothing_of_bobs(response.content.decode(), url)
+    for url in (
+        f"/attachments/{world.bobs_pdf.pk}/guide/",
+        f"/notebooks/{world.bobs_book.pk}/guide/",
+        f"/api/attachments/{world.bobs_pdf.pk}/guide",
+        f"/api/notebooks/{world.bobs_book.pk}/guide",
+    ):
+        client = alice_api if url.startswith("/api/") else alice_client
+        response = client.get(url)
+        assert response.status_code == 404
+        assert_nothing_of_bobs(response.content.decode(), url)

@@ -33,7 +33,13 @@ VERBS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 
 # Pages that take a notebook or note id, with the methods they accept.
 OBJECT_PAGES = {
-    "notes:notebook_detail": ("notebook", ["GET"]),
+    "chat:workspace": ("notebook", ["GET"]),
+    "chat:workspace_ask": ("notebook", ["POST"]),
+    "notes:notebook_notes": ("notebook", ["GET"]),
+    "attachments:notebook_upload": ("notebook", ["POST"]),
+    "attachments:source": ("attachment", ["GET"]),
+    "chat:save": ("message", ["POST"]),
+    "chat:save_form": ("message", ["GET"]),
     "notes:notebook_rename": ("notebook", ["GET", "POST"]),
     "notes:notebook_delete": ("notebook", ["GET", "POST"]),
     "notes:note_create": ("notebook", ["POST"]),
@@ -65,6 +71,8 @@ OBJECT_PAGES = {
     "chat:memories": ("notebook", ["GET"]),
     "chat:memories_forget": ("notebook", ["GET", "POST"]),
     "chat:memory_delete": ("memory", ["POST"]),
+    "guides:source_guide": ("attachment", ["GET"]),
+    "guides:notebook_guide": ("notebook", ["GET"]),
 }
 # Pages without an object id: they must still require a login.
 PLAIN_PAGES = {
@@ -74,7 +82,7 @@ PLAIN_PAGES = {
     "accounts:password_change_done": "/settings/password/done/",
     "search:search": "/search/",
 }
-PUBLIC_PAGES = {"login", "logout", "signup"}
+PUBLIC_PAGES = {"login", "logout", "signup", "set_language", "javascript-catalog"}
 
 
 def _app_patterns() -> dict[str, URLPattern]:
@@ -305,6 +313,8 @@ API_WITH_IDS = {
     ("GET", "/api/notebooks/{notebook_id}/memories"),
     ("DELETE", "/api/notebooks/{notebook_id}/memories"),
     ("DELETE", "/api/memories/{memory_id}"),
+    ("GET", "/api/attachments/{attachment_id}/guide"),
+    ("GET", "/api/notebooks/{notebook_id}/guide"),
 }
 # Search takes ids as filters, not in its path; tests/attachments/test_search.py covers them.
 API_WITHOUT_IDS = {

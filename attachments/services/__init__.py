@@ -5,6 +5,7 @@ stored pages). Callers import from here."""
 from attachments.services.files import (
     MAX_PASSWORD_ATTEMPTS,
     DuplicateAttachment,
+    attachment_add_as_note,
     attachment_delete,
     attachment_reprocess,
     attachment_submit_password,
@@ -20,6 +21,7 @@ __all__ = [
     "MAX_PASSWORD_ATTEMPTS",
     "DuplicateAttachment",
     "Rechunked",
+    "attachment_add_as_note",
     "attachment_delete",
     "attachment_ingest",
     "attachment_reap_stuck",

@@ -16,10 +16,12 @@ from django.core.files.uploadedfile import UploadedFile
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
+from django.utils.translation import gettext, ngettext
 
 from attachments.models import NoteAttachment
-from attachments.validation import check_quota, validate_pdf_upload
-from notes.models import Note
+from attachments.validation import ValidatedUpload, check_quota, validate_pdf_upload
+from notes.models import Note, Notebook
+from notes.services import note_create
 
 if TYPE_CHECKING:
     from notebook.types import User
@@ -33,10 +35,17 @@ MAX_PASSWORD_ATTEMPTS = 3
 class DuplicateAttachment(ValidationError):
     """The same file (SHA-256) is already attached to this note."""
 
-    def __init__(self, existing: NoteAttachment) -> None:
-        super().__init__(
-            f"“{existing.original_name}” is already attached to this note.", code="duplicate"
-        )
+    def __init__(self, existing: NoteAttachment, *, in_notebook: bool = False) -> None:
+        if in_notebook:
+            message = gettext("“%(name)s” is already attached to the note “%(title)s”.") % {
+                "name": existing.original_name,
+                "title": existing.note.title,
+            }
+        else:
+            message = gettext("“%(name)s” is already attached to this note.") % {
+                "name": existing.original_name
+            }
+        super().__init__(message, code="duplicate")
         self.existing = existing
 
 
@@ -98,12 +107,49 @@ def attachment_upload(*, user: User, note: Note, uploaded: UploadedFile[bytes]) 
     """
     if note.is_trashed:
         raise ValidationError(
-            "Restore the note from the trash before adding files.", code="trashed"
+            gettext("Restore the note from the trash before adding files."), code="trashed"
         )
     info = validate_pdf_upload(user=user, uploaded=uploaded)
     existing = NoteAttachment.objects.filter(note=note, sha256=info.sha256).first()
     if existing:
         raise DuplicateAttachment(existing)
+    return _store(user=user, note=note, uploaded=uploaded, info=info)
+
+
+def attachment_add_as_note(
+    *, user: User, notebook: Notebook, uploaded: UploadedFile[bytes]
+) -> NoteAttachment:
+    """A file dropped on the notebook's sources: a new note titled after the file, with the
+    PDF attached. Both or neither: a refused file leaves no empty note behind.
+
+    The same content already in one of the notebook's notes raises DuplicateAttachment naming
+    it, so a second drop of a file does not make a second note about it.
+    """
+    info = validate_pdf_upload(user=user, uploaded=uploaded)
+    existing = (
+        NoteAttachment.objects.filter(
+            note__notebook=notebook, note__trashed_at__isnull=True, sha256=info.sha256
+        )
+        .select_related("note")
+        .first()
+    )
+    if existing:
+        raise DuplicateAttachment(existing, in_notebook=True)
+    with transaction.atomic():
+        note = note_create(notebook=notebook, author=user, title=title_from_filename(info.name))
+        return _store(user=user, note=note, uploaded=uploaded, info=info)
+
+
+def title_from_filename(name: str) -> str:
+    """ "Annual_report-2024.pdf" → "Annual report 2024": the note title a dropped file gets."""
+    stem = Path(name).stem if "." in name else name
+    words = " ".join(stem.replace("_", " ").replace("-", " ").split())
+    return words or name
+
+
+def _store(
+    *, user: User, note: Note, uploaded: UploadedFile[bytes], info: ValidatedUpload
+) -> NoteAttachment:
     attachment = NoteAttachment(
         note=note,
         uploaded_by=user,
@@ -140,7 +186,7 @@ def attachment_upload(*, user: User, note: Note, uploaded: UploadedFile[bytes]) 
 def attachment_reprocess(*, attachment: NoteAttachment) -> NoteAttachment:
     """Queue the attachment for a fresh run (replaces its pages and chunks when it finishes)."""
     if attachment.is_active:
-        raise ValidationError("This file is already being processed.", code="active")
+        raise ValidationError(gettext("This file is already being processed."), code="active")
     with transaction.atomic():
         NoteAttachment.objects.filter(pk=attachment.pk).update(
             status=Status.PENDING,
@@ -153,15 +199,30 @@ def attachment_reprocess(*, attachment: NoteAttachment) -> NoteAttachment:
             heartbeat_at=timezone.now(),
         )
         _enqueue_on_commit(attachment.pk)
+        _guides_after_reprocess(attachment)
     attachment.refresh_from_db()
     return attachment
 
 
+def _guides_after_reprocess(attachment: NoteAttachment) -> None:
+    from guides.services import guides_after_reprocess
+
+    guides_after_reprocess(attachment=attachment)
+
+
+def _guides_after_delete(notebook_id: int) -> None:
+    from guides.services import guides_after_delete
+
+    guides_after_delete(notebook_id=notebook_id)
+
+
 def attachment_delete(*, attachment: NoteAttachment) -> None:
     """Delete the attachment, its pages, chunks and files. A run in progress notices and stops."""
+    notebook_id = attachment.note.notebook_id
     with transaction.atomic():
         attachment.delete()
         transaction.on_commit(lambda: _remove_files(attachment))
+        transaction.on_commit(lambda: _guides_after_delete(notebook_id))
 
 
 def attachment_submit_password(*, attachment: NoteAttachment, password: str) -> NoteAttachment:
@@ -174,14 +235,15 @@ def attachment_submit_password(*, attachment: NoteAttachment, password: str) -> 
     import pikepdf
 
     if attachment.status != Status.NEEDS_PASSWORD:
-        raise ValidationError("This file is not waiting for a password.", code="state")
+        raise ValidationError(gettext("This file is not waiting for a password."), code="state")
     if attachment.is_locked:
         raise ValidationError(
-            f"Locked after {MAX_PASSWORD_ATTEMPTS} wrong passwords. Choose “Try again” first.",
+            gettext("Locked after %(count)d wrong passwords. Choose “Try again” first.")
+            % {"count": MAX_PASSWORD_ATTEMPTS},
             code="locked",
         )
     if not password or len(password) > 1024:
-        raise ValidationError("Type the PDF's password.", code="required")
+        raise ValidationError(gettext("Type the PDF's password."), code="required")
     try:
         with pikepdf.open(attachment.file.path, password=password) as pdf:
             pages = len(pdf.pages)
@@ -193,16 +255,20 @@ def attachment_submit_password(*, attachment: NoteAttachment, password: str) -> 
         attachment.refresh_from_db()
         left = MAX_PASSWORD_ATTEMPTS - attachment.password_attempts
         raise ValidationError(
-            "Wrong password. "
-            + (
-                f"{left} attempt{'s' if left != 1 else ''} left."
-                if left > 0
-                else "The file is now locked."
-            ),
+            ngettext(
+                "Wrong password. %(count)d attempt left.",
+                "Wrong password. %(count)d attempts left.",
+                left,
+            )
+            % {"count": left}
+            if left > 0
+            else gettext("Wrong password. The file is now locked."),
             code="wrong_password",
         ) from None
     except pikepdf.PdfError as exc:
-        raise ValidationError(f"The PDF cannot be opened: {exc}", code="damaged") from None
+        raise ValidationError(
+            gettext("The PDF cannot be opened: %(reason)s") % {"reason": exc}, code="damaged"
+        ) from None
     with transaction.atomic():
         NoteAttachment.objects.filter(pk=attachment.pk).update(
             status=Status.PENDING,

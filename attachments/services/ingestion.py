@@ -115,6 +115,7 @@ def attachment_ingest(*, attachment_id: int) -> None:
             ready_at=timezone.now(),
             embedding_model=embedding_model_name(),
         )
+        _after_ready(attachment_id)
     except Superseded:
         logger.info("attachment %s run %s was superseded; stopping", attachment_id, run.token)
     except PasswordRequired:
@@ -157,6 +158,13 @@ def attachment_ingest(*, attachment_id: int) -> None:
     finally:
         if not keep_unlocked:
             unlocked_path(attachment).unlink(missing_ok=True)
+
+
+def _after_ready(attachment_id: int) -> None:
+    """Its guide and its notebook's are written next (guides/; never fails the run)."""
+    from guides.services import guides_after_ready
+
+    guides_after_ready(attachment_id=attachment_id)
 
 
 def _retry_later(run: _Run, reason: str) -> None:

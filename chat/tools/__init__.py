@@ -43,6 +43,8 @@ class ToolContext:
     # summaries of compacted older turns (chat.compaction), as plain text.
     memories: list[str] = field(default_factory=list)
     summaries: list[str] = field(default_factory=list)
+    # Shown with the answer: how retrieval fell short (the search model still loading).
+    notices: list[str] = field(default_factory=list)
 
     def add_source(self, source: dict[str, Any]) -> int:
         """The citation number of a passage (the same passage keeps its number)."""

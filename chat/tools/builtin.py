@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field, field_validator
 from chat.modes import spec
 from chat.tools import Tool, ToolContext, ToolResult, register
 from notes.selectors import note_get
-from search.retrieval import Hit, Scope, search
+from search.retrieval import Hit, Scope, SearchResult, search
 
 PASSAGE_CHARS = 1500
 NOTE_CHARS = 6000
@@ -108,11 +108,24 @@ def document_search(context: ToolContext, args: NoteDocumentSearchArgs) -> ToolR
         anchors=context.anchors,
         anchor_pages=context.anchor_pages,
     )
+    _note_warming_up(context, result)
     if not result.hits:
         return ToolResult("No passages matched.", summary)
     hits = spread(result.hits, args.limit) if spec(context.mode).diversity else result.hits
     content, passages = format_sources(context, hits)
     return ToolResult(content, summary, passages)
+
+
+WARMING_UP_NOTICE = (
+    "The search model was still loading (the server has just started): the sources were "
+    "found by their words only. Ask again in a few seconds for meaning-based results too."
+)
+
+
+def _note_warming_up(context: ToolContext, result: SearchResult) -> None:
+    """A search that went keyword-only because the model is loading says so on the answer."""
+    if result.info.get("warming_up") and WARMING_UP_NOTICE not in context.notices:
+        context.notices.append(WARMING_UP_NOTICE)
 
 
 SPREAD = 2  # exploring: passages of other documents when the best all come from one
@@ -146,6 +159,7 @@ def note_search(context: ToolContext, args: NoteSearchArgs) -> ToolResult:
         scope=Scope(notebook_id=context.notebook.pk, include_documents=False),
         limit=5,
     )
+    _note_warming_up(context, result)
     if not result.hits:
         return ToolResult("No notes matched.", summary)
     content, passages = format_sources(context, result.hits)

@@ -11,3 +11,12 @@ register = template.Library()
 @register.filter(name="markdown")
 def markdown_filter(source: str) -> SafeString:
     return render_markdown(source)
+
+
+@register.filter(name="plain")
+def plain_filter(source: str) -> str:
+    """Markdown as a reader sees it, on one line: for snippets
+    (`{{ note.body|plain|truncatechars:160 }}`)."""
+    from notebook.markdown import plain_text
+
+    return " ".join(plain_text(source).split())

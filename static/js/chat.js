@@ -38,6 +38,14 @@
     if (root) root.dataset.socket = "closed";
   });
 
+  // After the user sends a question: the question and its answer scroll into view as they
+  // arrive, and focus goes back to the composer (the form is replaced by a fresh one).
+  let justSent = false;
+
+  function composer() {
+    return document.querySelector("#ask-form textarea");
+  }
+
   document.addEventListener("htmx:wsAfterMessage", function (event) {
     lastEvent = Date.now();
     const message = event.detail && event.detail.message;
@@ -45,6 +53,36 @@
       const list = document.getElementById("message-list");
       const newest = list && list.lastElementChild;
       if (newest) newest.scrollIntoView({ block: "end", behavior: "smooth" });
+    }
+    if (justSent && typeof message === "string" && message.indexOf('id="ask-form"') !== -1) {
+      justSent = false;
+      const field = composer();
+      if (field) field.focus({ preventScroll: true });
+    }
+  });
+
+  document.addEventListener("htmx:wsConfigSend", function (event) {
+    const elt = event.detail && event.detail.elt;
+    if (!elt || elt.id !== "ask-form") return;
+    justSent = true;
+    // The address may name an earlier answer (#message-…): a reload should open at the end.
+    if (window.location.hash) {
+      history.replaceState(null, "", window.location.pathname + window.location.search);
+    }
+  });
+
+  // A conversation opens at its end (or at the message the address names): its newest
+  // messages are what the user came back for.
+  document.addEventListener("DOMContentLoaded", function () {
+    const list = document.getElementById("message-list");
+    if (!list) return;
+    const target = window.location.hash ? document.getElementById(window.location.hash.slice(1)) : null;
+    const anchor = target && list.contains(target) ? target : list.lastElementChild;
+    if (!anchor) return;
+    if (list.scrollHeight > list.clientHeight && getComputedStyle(list).overflowY !== "visible") {
+      list.scrollTop = target ? anchor.offsetTop - list.offsetTop : list.scrollHeight;
+    } else {
+      anchor.scrollIntoView({ block: target ? "start" : "end" });
     }
   });
 

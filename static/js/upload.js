@@ -4,6 +4,19 @@
 (function () {
   "use strict";
 
+  // Translations come from Django's JavaScript catalogue (base.html loads /jsi18n/ first);
+  // without it the English text is used as it is.
+  function gettext(text) {
+    return window.gettext ? window.gettext(text) : text;
+  }
+
+  function interpolate(format, values) {
+    if (window.interpolate) return window.interpolate(format, values, true);
+    return format.replace(/%\((\w+)\)s/g, function (_match, name) {
+      return String(values[name]);
+    });
+  }
+
   function csrfToken(form) {
     const input = form.querySelector("input[name=csrfmiddlewaretoken]");
     return input ? input.value : "";
@@ -18,10 +31,10 @@
     const bar = document.createElement("progress");
     bar.max = 100;
     bar.value = 0;
-    bar.setAttribute("aria-label", "Uploading " + file.name);
+    bar.setAttribute("aria-label", interpolate(gettext("Uploading %(name)s"), { name: file.name }));
     const note = document.createElement("small");
     note.className = "muted";
-    note.textContent = "Uploading…";
+    note.textContent = gettext("Uploading…");
     row.append(name, bar, note);
     return { row, bar, note };
   }
@@ -56,15 +69,17 @@
       }
       ui.row.classList.add("upload-error");
       if (xhr.status === 401 || xhr.status === 403) {
-        ui.note.textContent = "Your session has ended. Reload the page and log in again.";
+        ui.note.textContent = gettext("Your session has ended. Reload the page and log in again.");
       } else if (xhr.status === 413) {
-        ui.note.textContent = "The file is too large for the server.";
+        ui.note.textContent = gettext("The file is too large for the server.");
       } else {
-        ui.note.textContent = "Upload failed (" + xhr.status + "). Try again.";
+        ui.note.textContent = interpolate(gettext("Upload failed (%(status)s). Try again."), {
+          status: xhr.status,
+        });
       }
     });
     xhr.addEventListener("error", function () {
-      ui.note.textContent = "Upload failed: the server could not be reached.";
+      ui.note.textContent = gettext("Upload failed: the server could not be reached.");
       ui.row.classList.add("upload-error");
     });
     const data = new FormData();

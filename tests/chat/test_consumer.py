@@ -271,7 +271,7 @@ def test_a_question_streams_tokens_then_the_rendered_answer(alice, conversation)
     assert QUESTION not in form
     assert shown.startswith('<div id="message-list" hx-swap-oob="beforeend">')
     assert QUESTION in shown
-    assert f'<h1 id="conversation-title" hx-swap-oob="true">{QUESTION[:80]}</h1>' in shown
+    assert f'<h1 id="conversation-title" hx-swap-oob="innerHTML">{QUESTION[:80]}</h1>' in shown
     assert f'id="message-{answer.pk}-text"' in shown
     assert "Thinking…" in shown
     # Tool activity, then tokens, then the whole message from the database.

@@ -164,3 +164,15 @@ def test_a_sentence_leaning_on_the_one_before_brings_it_along(alice):
     assert "This is the only way to terminate repeat loops." in done.content
     assert "The break statement ends any loop early" in done.content
     assert done.content.index("The break statement") < done.content.index("This is the only")
+
+
+def test_the_best_sentence_brings_the_one_after_it_that_answers(alice):
+    """The sentence most like the question often only sets it up (what the reference list
+    looks like); the source answers in the next one (how far it is indented)."""
+    notebook = NotebookFactory.create(owner=alice, title="TeX")
+    note = note_create(notebook=notebook, author=alice, title="Citations")
+    assert ingest(upload(alice, note, "natbib.pdf")).status == "ready"
+    done = answer(note, "In a natbib author-year bibliography, by how much are the continuation "
+                        "lines of a reference indented by default?")  # fmt: skip
+    assert done.metadata["grounding"] == "cited"
+    assert "1 em" in done.content

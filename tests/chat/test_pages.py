@@ -68,10 +68,10 @@ def html_of(response: Any) -> str:
 
 
 def test_notebook_and_note_pages_offer_to_ask(alice_client, notebook, note):
+    # The notebook page is the workspace: its empty chat asks (and starts a conversation).
     notebook_page = html_of(alice_client.get(f"/notebooks/{notebook.pk}/"))
-    assert f'action="/notebooks/{notebook.pk}/chats/"' in notebook_page
-    assert "Ask this notebook" in notebook_page
-    assert f'href="/notebooks/{notebook.pk}/chats/"' in notebook_page
+    assert f'action="/notebooks/{notebook.pk}/ask/"' in notebook_page
+    assert "Ask your first question." in notebook_page
     note_page = html_of(alice_client.get(f"/notes/{note.pk}/"))
     assert f'action="/notes/{note.pk}/chats/"' in note_page
     assert "Ask about this note’s PDFs" in note_page

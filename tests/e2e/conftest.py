@@ -9,7 +9,9 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from playwright.sync_api import (
@@ -110,3 +112,155 @@ def screenshot(page: Page) -> Callable[[str], Path]:
         return path
 
     return take
+
+
+# --- The real site under daphne, watched for policy violations (page tour, accessibility) ----
+
+# Reports every Content-Security-Policy violation to the test, from every page of the context,
+# before any script of the page runs. Chromium also logs them to the console; the event is the
+# dependable signal (it fires for blocked inline styles as well, and carries the directive).
+REPORT_CSP_VIOLATIONS = """
+document.addEventListener("securitypolicyviolation", (event) => {
+    window.__cspViolation({
+        directive: event.violatedDirective,
+        blocked: event.blockedURI,
+        source: event.sourceFile,
+        line: event.lineNumber,
+        sample: event.sample,
+        page: location.href,
+    });
+});
+"""
+
+
+def _real_asgi_application() -> Any:  # module level: the daphne child process calls it
+    from channels.routing import get_default_application
+    from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+
+    return ASGIStaticFilesHandler(get_default_application())
+
+
+@pytest.fixture
+def site_server(transactional_db) -> Iterator[str]:
+    """The whole application as in production: notebook.asgi under daphne, its own middleware
+    (the real Content-Security-Policy, no test policy added), WebSockets for the chat."""
+    from tests.daphne_server import start_daphne
+
+    server = start_daphne(_real_asgi_application)
+    try:
+        yield f"http://localhost:{server.port.value}"
+    finally:
+        server.terminate()
+        server.join(10)
+
+
+@dataclass
+class PageProblems:
+    """What a policy-abiding, working page never causes: CSP violations, console errors and
+    warnings (a CSP violation is also logged there), uncaught exceptions."""
+
+    violations: list[dict[str, Any]] = field(default_factory=list)
+    console: list[str] = field(default_factory=list)
+
+    def on_console(self, message: ConsoleMessage) -> None:
+        if message.type in ("error", "warning") or "Content Security Policy" in message.text:
+            where = message.location.get("url", "")
+            self.console.append(f"console.{message.type}: {message.text} ({where})")
+
+    def take(self) -> list[str]:
+        """Everything reported since the last call, and forget it."""
+        found = [f"CSP violation: {v}" for v in self.violations] + self.console
+        self.violations.clear()
+        self.console.clear()
+        return found
+
+
+@pytest.fixture
+def site_problems() -> PageProblems:
+    return PageProblems()
+
+
+@pytest.fixture
+def site_context(
+    browser: Browser, site_server: str, site_problems: PageProblems
+) -> Iterator[BrowserContext]:
+    """A fresh profile on `site_server` at 1366x900 that reports into `site_problems`."""
+    context = browser.new_context(
+        base_url=site_server, viewport={"width": 1366, "height": 900}, locale="en-US"
+    )
+    context.set_default_timeout(15_000)
+    context.expose_binding("__cspViolation", lambda _source, v: site_problems.violations.append(v))
+    context.add_init_script(REPORT_CSP_VIOLATIONS)
+    yield context
+    context.close()
+
+
+@pytest.fixture
+def site_page(site_context: BrowserContext, site_problems: PageProblems) -> Page:
+    page = site_context.new_page()
+    page.on("console", site_problems.on_console)
+    page.on("pageerror", lambda exc: site_problems.console.append(f"uncaught: {exc}"))
+    return page
+
+
+@dataclass
+class Tour:
+    """A user with something on every main page: a notebook, a note with an ingested PDF,
+    a conversation with an answer, a memory; and a second user with nothing yet."""
+
+    username: str
+    newcomer: str
+    password: str
+    notebook_id: int
+    note_id: int
+    attachment_id: int
+    conversation_id: int
+    search_query: str
+
+
+@pytest.fixture
+def tour(transactional_db) -> Tour:
+    from django.contrib.auth.models import User
+
+    from chat import services as chat_services
+    from chat.agent import generate
+    from chat.memory import memory_remember
+    from notes.services import note_create, notebook_create
+    from tests.attachments.test_pipeline import ingest
+    from tests.conftest import upload
+
+    password = "Sturdy-Tulip-4821"
+    dana = User.objects.create_user(username="dana", password=password)
+    User.objects.create_user(username="newcomer", password=password)
+    notebook = notebook_create(
+        owner=dana, title="TeX and friends", description="Packages I keep looking up."
+    )
+    note = note_create(
+        notebook=notebook, author=dana, title="URLs in LaTeX",
+        body="# Why\n\nThe **url** package breaks long addresses. See the manual below.",
+    )  # fmt: skip
+    note_create(notebook=notebook, author=dana, title="Empty for now")
+    attachment = ingest(upload(dana, note, "url.pdf"))
+    assert attachment.status == "ready", attachment.error
+    conversation = chat_services.conversation_create(owner=dana, notebook=notebook)
+    _, pending = chat_services.message_ask(
+        conversation=conversation,
+        content="Why does the url package refuse to break a line between two colons?",
+    )
+    done = generate(pending.pk, lambda event, data: None)
+    assert done is not None
+    assert done.status == "complete", done
+    memory_remember(
+        owner=dana, notebook=notebook, kind="preference",
+        text="Prefers short answers with the page number.", importance=0.7,
+    )  # fmt: skip
+    return Tour(
+        username="dana",
+        newcomer="newcomer",
+        password=password,
+        notebook_id=notebook.pk,
+        note_id=note.pk,
+        attachment_id=attachment.pk,
+        conversation_id=conversation.pk,
+        search_query="line breaks in URLs",
+    )

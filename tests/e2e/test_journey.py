@@ -88,7 +88,7 @@ def test_signup_notebook_note_edit_trash_restore(
     notebook_path = urlsplit(page.url).path
     notebook_id = int(notebook_path.strip("/").split("/")[-1])
     expect(page.get_by_role("heading", name="Reading list", exact=True)).to_be_visible()
-    expect(page.get_by_text("No notes here yet.", exact=True)).to_be_visible()
+    expect(page.get_by_text("No notes yet.", exact=True)).to_be_visible()
     screenshot("notebook_detail")
     page.get_by_role("textbox", name="Title of the new note", exact=True).fill("First thoughts")
     page.get_by_role("button", name="New note", exact=True).click()
@@ -133,7 +133,7 @@ def test_signup_notebook_note_edit_trash_restore(
     live_note = page.locator(f"#note-{note_id}")
     trashed_note = page.locator(f"#trashed-note-{note_id}")
     expect(live_note).to_have_count(0)
-    expect(page.get_by_text("No notes here yet.", exact=True)).to_be_visible()
+    expect(page.get_by_text("No notes yet.", exact=True)).to_be_visible()
     trash = page.locator("details.trash")
     expect(trash).not_to_have_attribute("open", "")
     trash.get_by_text("Trash (1)", exact=True).click()

@@ -25,11 +25,16 @@ def library(alice, bob):
 
 def test_search_page_shows_hits_with_file_page_snippet_and_scores(alice_client, library):
     page = alice_client.get("/search/", {"q": "sink output", "mode": "lexical"}).content.decode()
-    assert "x.pdf, page 1" in page
+    assert ">x.pdf</a>" in page
+    assert '<span class="hit-page">page 1</span>' in page
     assert "<mark>sink</mark>" in page
-    assert "BM25" in page
     assert f"/attachments/{library['attachment'].pk}/file/#page=1" in page
-    assert " ms</span>" in page
+    # Scores and timings are there for whoever wants them, behind collapsed Details.
+    details = page[page.index('<details class="hit-details">') :]
+    assert "BM25" in details
+    assert '<details class="search-details" id="search-details">' in page
+    assert " ms in all" in page
+    assert '<details class="hit-details" open' not in page
 
 
 def test_search_page_states(alice_client, alice):
@@ -123,8 +128,14 @@ def test_notes_appear_beside_pdfs_with_a_badge(alice_client, alice_api, alice, l
     assert 'class="badge note-badge">note</span>' in html
     assert f'href="/notes/{note.pk}/"' in html
     assert '<span class="badge">PDF</span>' in html
-    without = alice_client.get("/search/", {"q": "sink log", "mode": "lexical"}).content.decode()
+    without = alice_client.get(
+        "/search/", {"q": "sink log", "mode": "lexical", "sent": "1"}
+    ).content.decode()
     assert "note-badge" not in without  # the form sent without the box ticked
+    # A link without the form's marker (a first visit) gets the default: notes included.
+    linked = alice_client.get("/search/", {"q": "sink log", "mode": "lexical"}).content.decode()
+    assert "note-badge" in linked
+    assert 'name="notes" checked' in linked
     hits = alice_api.get("/api/search", {"q": "sink log", "mode": "lexical"}).json()["hits"]
     kinds = {hit["kind"] for hit in hits}
     assert kinds == {"note", "pdf"}
@@ -168,3 +179,26 @@ def test_api_search_reports_how_it_ranked(alice_api, library):
     assert body["info"]["fusion"] == "rrf"
     assert body["info"]["query_language"] == ""  # too short to tell
     assert body["info"]["weights"] == {"lexical": 1.0, "vector": 1.0}
+
+
+def test_snippets_read_as_text_on_the_page_and_in_the_api(alice_client, alice_api, alice, library):
+    from notes.services import note_create
+
+    note_create(
+        notebook=library["mine"].notebook, author=alice, title="Sinks",
+        body="## Where output goes\n\nUse **sink** to divert *output*; see [docs](https://x.org).",
+    )  # fmt: skip
+    library["attachment"].chunks.update(heading_path=["1 Output", "Sinks"])
+    page = alice_client.get("/search/", {"q": "sink divert", "mode": "lexical"}).content.decode()
+    assert '<span class="hit-heading">1 Output › Sinks</span>' in page
+    assert (
+        "Where output goes · Use <mark>sink</mark> to <mark>divert</mark> output; see docs." in page
+    )
+    assert "**" not in page
+    hits = alice_api.get("/api/search", {"q": "sink divert", "mode": "lexical"}).json()["hits"]
+    note_hit = next(hit for hit in hits if hit["kind"] == "note")
+    assert note_hit["snippet"] == "Where output goes · Use sink to divert output; see docs."
+    assert note_hit["content"].startswith("Sinks\n## Where output goes")  # unchanged
+    pdf_hit = next(hit for hit in hits if hit["kind"] == "pdf")
+    assert pdf_hit["snippet"] == "Use sink to divert output to a log file."
+    assert pdf_hit["heading"] == "1 Output › Sinks"

@@ -3,7 +3,8 @@
 Prepares the database (the embedded server is started by settings when DATABASE_URL is unset),
 applies migrations, collects static files, then runs the ASGI web server (daphne, through
 notebook.daphne_http) and a django-q2 worker as child processes. Ctrl-C stops all of them, then
-the embedded server.
+the embedded server. The web server loads the embedding model in a background thread as it
+starts (notebook.asgi; EMBEDDING_WARM_UP): searches before it is ready use keywords only.
 """
 
 from __future__ import annotations

@@ -1,0 +1,77 @@
+"""Save to note: an answer, with its citations as links back to the file and page, becomes a
+new note of the conversation's notebook or is appended to one of its notes.
+
+The answer is stored as Markdown the note renders like any other (sanitized); its quotes and
+file names are escaped so a document's text cannot become markup or a link in the note.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from django.core.exceptions import ValidationError
+from django.utils.translation import gettext as _
+
+from chat.models import Message
+from chat.rendering import page_label, sources
+from notes.models import Note
+from notes.services import note_create, note_update
+
+if TYPE_CHECKING:
+    from notebook.types import User
+
+TITLE_CHARS = 120
+# Characters Markdown gives a meaning to inside a line; escaped in text we did not write.
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~])")
+
+
+def _escape(text: str) -> str:
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(text.split()))
+
+
+def answer_markdown(answer: Message) -> str:
+    """The question as a heading, the answer as written, then its verified sources: one list
+    item per citation with a link to the PDF at its page (or to the note) and the quote."""
+    question = answer.reply_to.content if answer.reply_to_id else ""  # type: ignore[union-attr]
+    lines = []
+    if question.strip():
+        lines += [f"## {_escape(question)}", ""]
+    lines += [answer.content.strip(), ""]
+    cited = sources(answer)
+    if cited:
+        lines += ["**" + _("Sources") + "**", ""]
+        for source in cited:
+            where = page_label(source.label, source.page)
+            link = f"[{_escape(where)}](<{source.open_url}>)"
+            quote = f" — “{_escape(source.quote)}”" if source.quote else ""
+            lines.append(f"{source.n}. {link}{quote}")
+        lines.append("")
+    return "\n".join(lines).strip() + "\n"
+
+
+def answer_save_to_note(*, user: User, answer: Message, note: Note | None = None) -> Note:
+    """Write `answer` into `note` (appended after a rule) or, without one, into a new note of
+    the conversation's notebook titled after the question. ValidationError (nothing written)
+    for an answer that is not finished, a note elsewhere or in the trash, or a note that would
+    grow past its size limit."""
+    if answer.role != Message.Role.ASSISTANT or answer.status != Message.Status.COMPLETE:
+        raise ValidationError(
+            _("Only a finished answer can be saved to a note."), code="unfinished"
+        )
+    if not answer.content.strip():
+        raise ValidationError(_("This answer is empty: there is nothing to save."), code="empty")
+    conversation = answer.conversation
+    body = answer_markdown(answer)
+    if note is None:
+        question = answer.reply_to.content if answer.reply_to_id else ""  # type: ignore[union-attr]
+        title = " ".join(question.split())[:TITLE_CHARS] or _("Answer from “%(title)s”") % {
+            "title": conversation.title
+        }
+        return note_create(notebook=conversation.notebook, author=user, title=title, body=body)
+    if note.notebook_id != conversation.notebook_id:
+        raise ValidationError(_("That note is in another notebook."), code="elsewhere")
+    if note.is_trashed:
+        raise ValidationError(_("That note is in the trash. Restore it first."), code="trashed")
+    joined = f"{note.body.rstrip()}\n\n---\n\n{body}" if note.body.strip() else body
+    return note_update(note=note, body=joined)

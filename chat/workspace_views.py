@@ -1,0 +1,121 @@
+"""The notebook workspace: one page with the notebook's sources, its chat and its notes.
+
+It lives in `chat` because it composes every app below it (imports run chat → search →
+attachments, notes); each pane is also a partial its own app serves, so HTMX can refresh one
+pane without the others.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.http import Http404, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods, require_POST
+
+from attachments.selectors import notebook_sources
+from chat import answering, selectors, services
+from chat.forms import AskForm
+from chat.models import Conversation
+from chat.rendering import present
+from notebook.ratelimit import RateLimited, too_many_requests
+from notebook.types import AuthenticatedHttpRequest
+from notes.selectors import note_list, notebook_get
+
+PAGE = "chat/workspace.html"
+
+
+def workspace_url(notebook_id: int, conversation_id: int | None = None) -> str:
+    url = reverse("chat:workspace", args=[notebook_id])
+    return f"{url}?c={conversation_id}" if conversation_id else url
+
+
+def _current(request: AuthenticatedHttpRequest, notebook_id: int) -> Conversation | None:
+    """The conversation `?c=` names (another notebook's or user's answers 404), else the most
+    recently active one, else None (an empty chat)."""
+    wanted = request.GET.get("c", "")
+    if wanted:
+        if not wanted.isdigit():
+            raise Http404("No such conversation.")
+        conversation = selectors.conversation_get(user=request.user, conversation_id=int(wanted))
+        if conversation.notebook_id != notebook_id:
+            raise Http404("No such conversation.")
+        return conversation
+    return selectors.conversation_list(user=request.user, notebook_id=notebook_id).first()
+
+
+def _page(
+    request: AuthenticatedHttpRequest,
+    notebook_id: int,
+    *,
+    form: AskForm | None = None,
+    conversation: Conversation | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    notebook = notebook_get(user=request.user, notebook_id=notebook_id)
+    if conversation is None:
+        conversation = _current(request, notebook.pk)
+    items = []
+    if conversation is not None:
+        answering.settle(conversation_id=conversation.pk)
+        messages = selectors.message_list(user=request.user, conversation_id=conversation.pk)
+        items = [present(m) for m in messages]
+    sources = list(notebook_sources(user=request.user, notebook_id=notebook.pk))
+    groups: dict[int, dict[str, object]] = {}
+    for attachment in sources:
+        group = groups.setdefault(attachment.note_id, {"note": attachment.note, "sources": []})
+        group["sources"].append(attachment)  # type: ignore[attr-defined]
+    context = {
+        "notebook": notebook,
+        "conversation": conversation,
+        "conversations": selectors.conversation_list(user=request.user, notebook_id=notebook.pk),
+        "items": items,
+        "form": form or AskForm(),
+        "live": any(item.in_progress for item in items),
+        "source_groups": list(groups.values()),
+        "source_count": len(sources),
+        "notes": note_list(user=request.user, notebook_id=notebook.pk),
+        "trashed_notes": note_list(user=request.user, notebook_id=notebook.pk, trashed=True),
+        "max_upload_mb": settings.MAX_UPLOAD_MB,
+        "workspace": True,
+    }
+    return render(request, PAGE, context, status=status)
+
+
+@login_required
+@require_http_methods(["GET"])
+def workspace(request: AuthenticatedHttpRequest, notebook_id: int) -> HttpResponse:
+    return _page(request, notebook_id)
+
+
+@login_required
+@require_POST
+def workspace_ask(request: AuthenticatedHttpRequest, notebook_id: int) -> HttpResponse:
+    """The first question of an empty chat: start a conversation about the notebook and ask
+    it. A refused question (empty, too long, over the budget) starts nothing and stays in the
+    form."""
+    notebook = notebook_get(user=request.user, notebook_id=notebook_id)
+    form = AskForm(request.POST)
+    if form.is_valid():
+        try:
+            # One transaction: a refused question leaves no empty conversation behind, and
+            # the answer starts when it commits.
+            with transaction.atomic():
+                conversation = services.conversation_create(owner=request.user, notebook=notebook)
+                _, answer = answering.ask(
+                    user=request.user,
+                    conversation=conversation,
+                    content=form.cleaned_data["content"],
+                    mode=form.cleaned_data["mode"],
+                )
+        except RateLimited as exc:
+            form.add_error(None, exc.message)
+            return too_many_requests(_page(request, notebook.pk, form=form), exc)
+        except ValidationError as exc:
+            form.add_error(None, exc)
+        else:
+            return redirect(workspace_url(notebook.pk, conversation.pk) + f"#message-{answer.pk}")
+    return _page(request, notebook.pk, form=form, status=400)

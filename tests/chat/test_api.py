@@ -531,3 +531,37 @@ def test_anonymous_requests_get_401(notebook_chat):
     )
     assert response.status_code == 401
     assert not Message.objects.exists()
+
+
+def test_a_question_takes_chosen_sources_and_returns_them(alice_api, conversation, library, bob):
+    """Selections go in as the composer's chips and come back resolved on the question; a
+    malformed or foreign one is refused (422) with nothing saved. Ask this PDF by id."""
+    attachment = conversation.note.attachments.get()
+    chip = {"kind": "file", "mode": "all", "ref": f"attachment:{attachment.pk}", "name": "?"}
+    url = f"/api/conversations/{conversation.pk}/messages"
+    response = post_json(alice_api, url, {"content": QUESTION, "selections": [chip]})
+    assert response.status_code == 201, response.content
+    assert response.json()["metadata"]["source_summary"]["explicit_selected_count"] == 1
+    question = alice_api.get(url).json()["items"][0]
+    assert question["explicit_selections"] == [
+        {"kind": "file", "mode": "all", "ref": f"attachment:{attachment.pk}", "name": "url.pdf",
+         "path": "TeX / URLs in LaTeX / url.pdf", "source_ids": [f"attachment:{attachment.pk}"],
+         "subfile_count": 1},
+    ]  # fmt: skip
+    assert question["excluded_sources"] == []
+
+    theirs = NotebookFactory.create(owner=bob)
+    for body in (
+        {"content": QUESTION, "selections": [{"kind": "path", "ref": f"notebook:{theirs.pk}"}]},
+        {"content": QUESTION, "selections": [{"kind": "file", "ref": "bogus"}]},
+        {"content": QUESTION, "excluded": ["notebook:1"]},
+    ):
+        refused = post_json(alice_api, url, body)
+        assert refused.status_code == 422, refused.content
+    assert alice_api.get(url).json()["count"] == 2
+
+    about_file = {"notebook_id": library["notebook"].pk, "attachment_id": attachment.pk}
+    created = post_json(alice_api, "/api/conversations", about_file)
+    assert created.status_code == 201, created.content
+    assert created.json()["attachment_id"] == attachment.pk
+    assert created.json()["title"] == "url.pdf"

@@ -1,0 +1,271 @@
+"""Chosen sources: chips and exclusions are parsed strictly, resolved against the user, merged
+with carry-over (design §7), stored on the question, and the answer uses only what they allow.
+Answers come from the offline answerer over real PDFs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from chat import selection, services
+from chat.agent import generate
+from chat.models import Conversation, Message
+from chat.selection import FOLDER_MAX, FOLDER_WARN, Chip, merge, parse
+from notes.models import Note
+from notes.services import note_create
+from tests.attachments.test_pipeline import ingest
+from tests.conftest import upload
+from tests.factories import NotebookFactory
+
+URL_QUESTION = "Why does the url package refuse to break a line between two consecutive colons?"
+NATBIB_QUESTION = "How do I get author-year citations with natbib?"
+
+
+# --- parsing and merging (no database) --------------------------------------------------------
+
+
+def test_nothing_sent_is_no_selection_and_junk_is_refused():
+    assert parse(None, None).chips == []
+    assert parse("", "").excluded == []
+    assert parse([], []).chips == []
+    for selections, excluded in [
+        ("{not json", ""),
+        ('{"kind": "file"}', ""),  # an object, not a list
+        ('[{"kind": "file", "ref": "user:1"}]', ""),
+        ('[{"kind": "folder", "ref": "note:1"}]', ""),
+        ("", '["notebook:3"]'),  # only sources can be excluded
+        ("", '["attachment:1; DROP TABLE"]'),
+        (json.dumps([{"kind": "file", "ref": f"note:{n}"} for n in range(1, 60)]), ""),
+    ]:
+        with pytest.raises(ValidationError, match="could not be read"):
+            parse(selections, excluded)
+
+
+def test_exclusions_are_deduplicated_in_order():
+    chips = parse('[{"kind": "path", "mode": "all", "ref": "notebook:2"}]',
+                  '["note:3", "attachment:5", "note:3"]')  # fmt: skip
+    assert chips.chips[0].ref == "notebook:2"
+    assert chips.excluded == ["note:3", "attachment:5"]
+
+
+def test_without_chips_or_exclusions_the_chats_own_scope_applies():
+    assert merge(explicit=set(), excluded=set(), carried={"attachment:1"}, default=set()) is None
+
+
+def test_chips_are_merged_with_carry_over_deduplicated_minus_exclusions():
+    merged = merge(
+        explicit={"attachment:1", "note:2"},
+        excluded={"attachment:9"},
+        carried={"attachment:1", "attachment:7", "attachment:9"},
+        default=None,
+    )
+    assert merged is not None
+    assert merged.attachments == {1, 7}
+    assert merged.notes == {2}
+    assert merged.summary() == {"explicit_selected_count": 2, "carried_over_count": 1,
+                                "excluded_count": 1, "source_count": 3}  # fmt: skip
+
+
+def test_an_excluded_chip_source_is_used_by_nothing():
+    merged = merge(explicit={"attachment:1", "attachment:2"}, excluded={"attachment:2"},
+                   carried={"attachment:2"}, default=None)  # fmt: skip
+    assert merged is not None
+    assert merged.attachments == {1}
+    assert merged.summary()["explicit_selected_count"] == 1
+
+
+def test_exclusions_without_chips_narrow_the_chats_own_scope():
+    merged = merge(explicit=set(), excluded={"attachment:2"}, carried={"attachment:5"},
+                   default={"attachment:1", "attachment:2", "note:4"})  # fmt: skip
+    assert merged is not None
+    assert merged.attachments == {1}
+    assert merged.notes == {4}
+
+
+# --- resolving against the user ---------------------------------------------------------------
+
+
+pytest_db = pytest.mark.django_db
+
+
+@pytest_db
+def test_a_folder_over_the_warning_size_is_allowed_with_a_warning_and_over_the_limit_refused(
+    alice,
+):
+    notebook = NotebookFactory.create(owner=alice, title="Big")
+    Note.objects.bulk_create(
+        Note(notebook=notebook, author=alice, title=f"n{i}") for i in range(FOLDER_WARN + 1)
+    )
+    chip = Chip(kind="path", mode="all", ref=f"notebook:{notebook.pk}")
+    resolved = selection.resolve(user=alice, chip=chip)
+    assert resolved.subfile_count == FOLDER_WARN + 1
+    assert "16 sources" in resolved.warning
+    assert resolved.stored()["warning"] == resolved.warning
+    assert resolved.url == f"/notebooks/{notebook.pk}/"
+
+    exactly = NotebookFactory.create(owner=alice, title="Exactly")
+    Note.objects.bulk_create(
+        Note(notebook=exactly, author=alice, title=f"n{i}") for i in range(FOLDER_WARN)
+    )
+    chip = Chip(kind="path", mode="all", ref=f"notebook:{exactly.pk}")
+    assert selection.resolve(user=alice, chip=chip).warning == ""
+
+    Note.objects.bulk_create(
+        Note(notebook=notebook, author=alice, title=f"m{i}")
+        for i in range(FOLDER_MAX - FOLDER_WARN)
+    )
+    with pytest.raises(ValidationError, match="more than the 200"):
+        selection.resolve(user=alice, chip=Chip(kind="path", ref=f"notebook:{notebook.pk}"))
+
+
+@pytest_db
+def test_a_markdown_folder_holds_only_its_live_notes(alice):
+    notebook = NotebookFactory.create(owner=alice)
+    kept = note_create(notebook=notebook, author=alice, title="Kept", body="text")
+    gone = note_create(notebook=notebook, author=alice, title="Gone", body="text")
+    Note.objects.filter(pk=gone.pk).update(trashed_at="2026-01-01T00:00:00Z")
+    chip = Chip(kind="path", mode="markdown", ref=f"notebook:{notebook.pk}")
+    assert selection.resolve(user=alice, chip=chip).source_ids == [f"note:{kept.pk}"]
+
+
+@pytest_db
+def test_another_users_sources_are_refused_and_nothing_is_saved(alice, bob):
+    mine = NotebookFactory.create(owner=alice)
+    note_create(notebook=mine, author=alice, title="Mine", body="Colons and slashes.")
+    theirs = NotebookFactory.create(owner=bob, title="Bob's secret notebook")
+    their_note = note_create(notebook=theirs, author=bob, title="Secret", body="Hidden text.")
+    conversation = services.conversation_create(owner=alice, notebook=mine)
+    for ref in (f"notebook:{theirs.pk}", f"note:{their_note.pk}", "attachment:999999"):
+        chips = json.dumps([{"kind": "file", "ref": ref, "name": "x"}])
+        with pytest.raises(ValidationError) as refused:
+            services.message_ask(conversation=conversation, content="Colons?", selections=chips)
+        assert "no longer available" in str(refused.value)
+        assert "Bob" not in str(refused.value)
+        assert "Secret" not in str(refused.value)
+    assert not Message.objects.filter(conversation=conversation).exists()
+
+
+@pytest_db
+def test_older_questions_without_the_new_fields_still_load(alice):
+    notebook = NotebookFactory.create(owner=alice)
+    conversation = Conversation.objects.create(owner=alice, notebook=notebook, title="Old")
+    old = Message.objects.create(conversation=conversation, role="user", content="Old question")
+    assert selection.stored_selections(old) == []
+    assert selection.stored_excluded(old) == []
+    assert selection.state(conversation) == {"selections": [], "excluded": [], "warning": ""}
+    assert selection.prepare(conversation=conversation, asked=old, follow_up=True) is None
+    # Partial or hand-edited items: what can be read is, the rest is skipped.
+    old.explicit_selections = [{"ref": "note:4"}, "junk", {"kind": "file"}, {"ref": "note:5",
+                               "source_ids": ["note:5", 7], "mode": "weird"}]  # fmt: skip
+    old.excluded_sources = ["attachment:2", None]
+    stored = selection.stored_selections(old)
+    assert [s["ref"] for s in stored] == ["note:4", "note:5"]
+    assert stored[1]["source_ids"] == ["note:5"]
+    assert stored[1]["mode"] == "all"
+    assert selection.stored_excluded(old) == ["attachment:2"]
+
+
+# --- answers from the chosen sources (real PDFs, the offline answerer) -------------------------
+
+
+@pytest.fixture
+def library(alice):
+    """One notebook, two notes, each with a real PDF: url.pdf and natbib.pdf."""
+    notebook = NotebookFactory.create(owner=alice, title="TeX")
+    urls = note_create(notebook=notebook, author=alice, title="URLs")
+    citing = note_create(notebook=notebook, author=alice, title="Citing")
+    url = ingest(upload(alice, urls, "url.pdf"))
+    natbib = ingest(upload(alice, citing, "natbib.pdf"))
+    assert url.status == natbib.status == "ready"
+    return {"notebook": notebook, "url": url, "natbib": natbib}
+
+
+def ask(conversation: Conversation, question: str, chips=(), excluded=()) -> Message:
+    selections = [{"kind": "file", "mode": "all", "ref": ref} for ref in chips]
+    _, pending = services.message_ask(
+        conversation=conversation, content=question, selections=json.dumps(selections),
+        excluded=json.dumps(list(excluded)),
+    )  # fmt: skip
+    done = generate(pending.pk, lambda event, data: None)
+    assert done is not None
+    assert done.status == "complete", done.error
+    return done
+
+
+def cited_files(answer: Message) -> set[int]:
+    return {c["attachment_id"] for c in answer.citations if c.get("attachment_id")}
+
+
+@pytest_db
+def test_a_question_with_a_chip_answers_from_that_source_only(alice, library):
+    url, natbib = library["url"], library["natbib"]
+    chat = services.conversation_create(owner=alice, notebook=library["notebook"])
+    unchosen = ask(chat, URL_QUESTION)
+    assert url.pk in cited_files(unchosen)  # the notebook's scope finds url.pdf
+
+    chat = services.conversation_create(owner=alice, notebook=library["notebook"])
+    chosen = ask(chat, URL_QUESTION, chips=[f"attachment:{natbib.pk}"])
+    assert url.pk not in cited_files(chosen)
+    assert {p["attachment_id"] for p in chosen.retrieved if "attachment_id" in p} <= {natbib.pk}
+    question = chosen.reply_to
+    assert question.explicit_selections[0]["source_ids"] == [f"attachment:{natbib.pk}"]
+    assert question.explicit_selections[0]["subfile_count"] == 1
+    assert question.explicit_selections[0]["name"] == "natbib.pdf"
+    assert chosen.metadata["source_summary"]["explicit_selected_count"] == 1
+
+    on_topic = ask(chat, NATBIB_QUESTION, chips=[f"attachment:{natbib.pk}"])
+    assert cited_files(on_topic) == {natbib.pk}
+
+    # No chips, url.pdf unticked in the sources pane: the notebook's scope without it.
+    chat = services.conversation_create(owner=alice, notebook=library["notebook"])
+    unticked = ask(chat, URL_QUESTION, excluded=[f"attachment:{url.pk}"])
+    assert url.pk not in cited_files(unticked)
+    assert all(p.get("attachment_id") != url.pk for p in unticked.retrieved)
+
+
+@pytest_db
+def test_carry_over_follows_up_with_earlier_sources_unless_their_chip_was_removed(alice, library):
+    url, natbib = library["url"], library["natbib"]
+    chat = services.conversation_create(owner=alice, notebook=library["notebook"])
+    first = ask(chat, URL_QUESTION, chips=[f"attachment:{url.pk}"])
+    assert cited_files(first) == {url.pk}
+
+    # The follow-up names another source: the first answer's source carries over.
+    kept = ask(chat, "And what about hyphens?", chips=[f"attachment:{natbib.pk}"])
+    assert kept.reply_to.is_follow_up
+    assert kept.metadata["source_summary"]["carried_over_count"] == 1
+
+    # The user removed url.pdf's chip (it is excluded): the next follow-up never uses it.
+    dropped = ask(chat, "And what about slashes?", chips=[f"attachment:{natbib.pk}"],
+                  excluded=[f"attachment:{url.pk}"])  # fmt: skip
+    assert dropped.reply_to.is_follow_up
+    assert url.pk not in cited_files(dropped)
+    assert all(p.get("attachment_id") != url.pk for p in dropped.retrieved)
+    assert dropped.metadata["source_summary"]["carried_over_count"] == 0
+    assert dropped.reply_to.excluded_sources == [f"attachment:{url.pk}"]
+    # What the composer starts from next: the latest question's chips and exclusions.
+    state = selection.state(chat)
+    assert [c["ref"] for c in state["selections"]] == [f"attachment:{natbib.pk}"]
+    assert state["excluded"] == [f"attachment:{url.pk}"]
+
+
+@pytest_db
+def test_ask_this_pdf_is_a_chat_about_that_file_only(alice, bob, client, library):
+    url, natbib = library["url"], library["natbib"]
+    client.force_login(alice)
+    response = client.post(f"/attachments/{natbib.pk}/ask/")
+    chat = Conversation.objects.get(owner=alice, attachment=natbib)
+    assert response.status_code == 302
+    assert response["Location"] == f"/notebooks/{library['notebook'].pk}/?c={chat.pk}"
+    assert chat.title == "natbib.pdf"
+    assert chat.note_id == natbib.note_id
+    answer = ask(chat, URL_QUESTION)
+    assert url.pk not in cited_files(answer)
+    assert {p.get("attachment_id") for p in answer.retrieved} <= {natbib.pk}
+    assert ask(chat, NATBIB_QUESTION).reply_to.conversation.title == "natbib.pdf"
+
+    client.force_login(bob)
+    assert client.post(f"/attachments/{natbib.pk}/ask/").status_code == 404
+    assert not Conversation.objects.filter(owner=bob).exists()

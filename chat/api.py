@@ -17,7 +17,7 @@ from ninja.pagination import LimitOffsetPagination, paginate
 from ninja.params.functions import Query as query_param
 
 from attachments.selectors import attachment_get
-from chat import answering, compaction, memory, runner, selectors, services
+from chat import answering, compaction, memory, runner, selection, selectors, services
 from chat.models import Conversation, ConversationSummary, Memory, Message
 from chat.schemas import (
     CompactionOut,
@@ -134,15 +134,18 @@ def create_message(
     Too many questions a minute: 429 with Retry-After, nothing saved."""
     conversation = selectors.conversation_get(user=request.user, conversation_id=conversation_id)
     listener = runner.Listener()
-    question, answer = answering.ask(
-        user=request.user,
-        conversation=conversation,
-        content=payload.content,
-        mode=payload.mode,
-        selections=payload.selections,
-        excluded=payload.excluded,
-        also=listener,
-    )
+    try:
+        question, answer = answering.ask(
+            user=request.user,
+            conversation=conversation,
+            content=payload.content,
+            mode=payload.mode,
+            selections=payload.selections,
+            excluded=payload.excluded,
+            also=listener,
+        )
+    except selection.SourceUnavailable as exc:  # like any other id naming another's object
+        raise Http404(exc.messages[0]) from exc
     if _wants_stream(request, payload.stream):
         return _event_stream(request, answer, listener, question_id=question.pk)
     return Status(201, _finished(request, answer, listener))

@@ -67,6 +67,11 @@ class _Excluded(BaseModel):
     ref: str = Field(pattern=SOURCE)
 
 
+class SourceUnavailable(ValidationError):
+    """A chip names a source the user cannot use: deleted, trashed or someone else's (the
+    same message for all, so nothing tells them apart). The API answers it 404."""
+
+
 def _unreadable() -> ValidationError:
     return ValidationError(
         _("The chosen sources could not be read. Remove the chips and choose them again."),
@@ -171,7 +176,7 @@ def resolve(*, user: User, chip: Chip) -> Resolved:
         notebook = notebook_get(user=user, notebook_id=pk)
     except Http404 as exc:
         message = _("“%(name)s” is no longer available: remove its chip.") % {"name": label}
-        raise ValidationError(message, code="selection") from exc
+        raise SourceUnavailable(message, code="selection") from exc
     sources = folder_sources(notebook.pk, chip.mode)
     if len(sources) > FOLDER_MAX:
         message = _(

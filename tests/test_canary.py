@@ -546,3 +546,40 @@ def test_guides_never_carry_anything_of_bobs(world, fake, settings, alice_client
         response = client.get(url)
         assert response.status_code == 404
         assert_nothing_of_bobs(response.content.decode(), url)
+
+
+# --- chosen sources ---------------------------------------------------------------------------
+
+
+def test_chosen_sources_naming_bobs_carry_nothing_of_his(world, alice_client, alice_api):
+    """Chips naming Bob's notebook, note or PDF are refused alike (page, API); and should his
+    ids reach a chat's selection anyway (a hand-edited question), every tool still searches
+    only what Alice may see."""
+    from chat.selection import SourceSet
+
+    conversation = services.conversation_create(owner=world.alice, notebook=world.book)
+    refs = [f"notebook:{world.bobs_note.notebook_id}", f"note:{world.bobs_note.pk}",
+            f"attachment:{world.planted.attachment_id}"]  # fmt: skip
+    for ref in refs:
+        chips = json.dumps([{"kind": "file", "mode": "all", "ref": ref}])
+        page = alice_client.post(f"/chats/{conversation.pk}/ask/",
+                                 {"content": f"{CANARY_WORDS}?", "selections": chips})  # fmt: skip
+        assert page.status_code == 200  # the form again, with the refusal
+        assert "no longer available" in page.content.decode()
+        assert_nothing_of_bobs(page.content.decode(), f"the ask form refusing {ref}")
+        api = alice_api.post(f"/api/conversations/{conversation.pk}/messages",
+                             json.dumps({"content": "?", "selections": json.loads(chips)}),
+                             content_type="application/json")  # fmt: skip
+        assert api.status_code == 404
+        assert_nothing_of_bobs(api.content.decode(), f"the API refusing {ref}")
+    assert not conversation.messages.exists()
+
+    smuggled = SourceSet(attachments={world.planted.attachment_id, world.pdf.pk},
+                         notes={world.bobs_note.pk, world.note.pk},
+                         explicit={f"attachment:{world.planted.attachment_id}"})  # fmt: skip
+    context = ToolContext(user=world.alice, notebook=world.book, selection=smuggled)
+    for tool in tools_for(context):
+        for arguments in tool_arguments(world, tool.name):
+            result = tool.run(context, arguments)
+            assert_nothing_of_bobs(result.content + json.dumps(result.passages), tool.name)
+            assert {p["note_id"] for p in result.passages} <= {world.note.pk}

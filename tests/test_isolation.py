@@ -35,6 +35,7 @@ VERBS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 OBJECT_PAGES = {
     "chat:workspace": ("notebook", ["GET"]),
     "chat:workspace_ask": ("notebook", ["POST"]),
+    "chat:ask_pdf": ("attachment", ["POST"]),
     "notes:notebook_notes": ("notebook", ["GET"]),
     "attachments:notebook_upload": ("notebook", ["POST"]),
     "attachments:source": ("attachment", ["GET"]),
@@ -402,6 +403,8 @@ API_ID_FILTERS: dict[tuple[str, str], list[dict[str, Any]]] = {
         {"notebook_id": Bobs("notebook")},
         {"notebook_id": Bobs("notebook"), "note_id": Bobs("note")},
         {"notebook_id": "alices", "note_id": Bobs("note")},
+        {"notebook_id": "alices", "attachment_id": Bobs("attachment")},
+        {"notebook_id": Bobs("notebook"), "attachment_id": Bobs("attachment")},
     ],
 }
 

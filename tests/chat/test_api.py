@@ -550,9 +550,12 @@ def test_a_question_takes_chosen_sources_and_returns_them(alice_api, conversatio
     ]  # fmt: skip
     assert question["excluded_sources"] == []
 
-    theirs = NotebookFactory.create(owner=bob)
+    theirs = NotebookFactory.create(owner=bob, title="Bob's")
+    chip = {"kind": "path", "ref": f"notebook:{theirs.pk}"}
+    foreign = post_json(alice_api, url, {"content": QUESTION, "selections": [chip]})
+    assert foreign.status_code == 404, foreign.content  # like any id naming another's object
+    assert b"Bob" not in foreign.content
     for body in (
-        {"content": QUESTION, "selections": [{"kind": "path", "ref": f"notebook:{theirs.pk}"}]},
         {"content": QUESTION, "selections": [{"kind": "file", "ref": "bogus"}]},
         {"content": QUESTION, "excluded": ["notebook:1"]},
     ):

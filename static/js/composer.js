@@ -112,7 +112,7 @@
   }
 
   function isExcluded(box) {
-    return state.excluded.indexOf(box.dataset.sourceRef) !== -1 || state.excluded.indexOf(folderRef(box)) !== -1;
+    return state.excluded.indexOf(box.dataset.sourceRef) !== -1;
   }
 
   function isTicked(box) {
@@ -123,7 +123,7 @@
   function addChip(item) {
     if (state.selections.some(function (s) { return s.ref === item.ref; })) return;
     state.selections.push(item);
-    include(item.ref);
+    if (item.kind !== "path") include(item.ref);
     if (item.kind === "path") {
       // Choosing a folder again means all of it: its boxes come back too.
       boxes().forEach(function (box) {
@@ -132,22 +132,24 @@
     }
   }
 
+  // Exclusions name sources only ("note:…", "attachment:…"): a folder's are the boxes of
+  // its notebook on this page (elsewhere its sources simply stop being chosen).
   function removeChip(ref) {
     const chip = state.selections.find(function (s) { return s.ref === ref; });
     state.selections = state.selections.filter(function (s) { return s.ref !== ref; });
-    if (chip) exclude(chip.ref);
+    if (!chip) return;
+    if (chip.kind === "path") {
+      boxes().forEach(function (box) {
+        if (folderRef(box) === chip.ref && !coveringChip(box)) exclude(box.dataset.sourceRef);
+      });
+    } else {
+      exclude(chip.ref);
+    }
   }
 
   function onBoxChange(box) {
     const ref = box.dataset.sourceRef;
     if (box.checked) {
-      if (state.excluded.indexOf(folderRef(box)) !== -1) {
-        // Its whole notebook was excluded (a folder chip removed): keep the others out.
-        include(folderRef(box));
-        boxes().forEach(function (other) {
-          if (other !== box && folderRef(other) === folderRef(box)) exclude(other.dataset.sourceRef);
-        });
-      }
       include(ref);
       if (state.selections.length && !coveringChip(box)) {
         addChip({
@@ -169,8 +171,15 @@
 
   // --- Rendering --------------------------------------------------------------------------
 
+  function folderCount(item) {
+    const n = item.count != null ? item.count : item.subfile_count;
+    return typeof n === "number" && n > 0 ? n : null;
+  }
+
   function chipLabel(item) {
-    return item.kind === "path" ? item.path + " (" + item.count + ")" : item.name;
+    if (item.kind !== "path") return item.name;
+    const n = folderCount(item);
+    return n === null ? item.path || item.name : (item.path || item.name) + " (" + n + ")";
   }
 
   function el(tag, className, text) {
@@ -183,7 +192,7 @@
   function summaryText() {
     if (state.selections.length) {
       let n = 0;
-      state.selections.forEach(function (s) { n += s.kind === "path" ? Number(s.count) || 0 : 1; });
+      state.selections.forEach(function (s) { n += s.kind === "path" ? folderCount(s) || 0 : 1; });
       boxes().forEach(function (box) {
         const chip = coveringChip(box);
         if (chip && chip.kind === "path" && isExcluded(box)) n--;
@@ -348,15 +357,17 @@
     if (!item || !t) return;
     const token = menu.token || activeToken(t.value, t.selectionStart);
     closeMenu();
-    if (item.refused) {
-      state.warning = item.warning || "";
-      render();
-      return;
-    }
     if (token) {
       const after = removeToken(t.value, token);
       t.value = after.text;
       t.setSelectionRange(after.cursor, after.cursor);
+    }
+    if (item.refused) {
+      // A folder too large to use: its message, and no chip.
+      state.warning = item.warning || "";
+      render();
+      t.focus();
+      return;
     }
     const chip = {
       kind: item.kind === "folder" ? "path" : "file",

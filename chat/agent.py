@@ -32,6 +32,7 @@ from chat.compaction import history_for, schedule_compaction_if_needed, summarie
 from chat.events import AnswerError, Event, Finished, Token, ToolActivity
 from chat.memory import memories_for_prompt, schedule_memory_extraction
 from chat.models import Message
+from chat.selection import prepare, stored_selections
 from chat.tools import ToolContext
 
 logger = logging.getLogger(__name__)
@@ -167,6 +168,7 @@ def _generate(message_id: int, attempt: int, emit: Emit, answerer: Answerer | No
         continuing=str((message.metadata or {}).get("continue_from", "")),
         mode=(asked.mode if asked else "") or conversation.mode,
         summaries=summaries_for(conversation),
+        attachment_id=conversation.attachment_id,
     )
     started = time.perf_counter()  # times count from here: memories and reformulation too
     # Memories fill the chat model's prompt; the offline answerer quotes sources only.
@@ -240,6 +242,8 @@ def _generate(message_id: int, attempt: int, emit: Emit, answerer: Answerer | No
     }
     if finished.cut_short:
         metadata["cut_short"] = True
+    if context.selection is not None:  # how the chosen sources were merged (chat.selection)
+        metadata["source_summary"] = context.selection.summary()
     if finished.context:  # the chat model's context slots, in tokens
         metadata["context"] = finished.context
     # Why this answerer stands in (test doubles may not have one), how retrieval fell short.
@@ -302,6 +306,17 @@ def _reformulate(asked: Message, context: ToolContext, emit: Emit, answer_id: in
     context.search_focus = found.focus or found.query
     context.anchors = found.anchors if found.is_follow_up else []
     context.anchor_pages = found.pages if found.is_follow_up else []
+    context.selection = prepare(conversation=asked.conversation, asked=asked,
+                                follow_up=found.is_follow_up)  # fmt: skip
+    if context.selection is not None:
+        # Anchoring only boosts what may be searched; excluded documents lose their boost.
+        excluded = {int(r.split(":")[1]) for r in context.selection.excluded
+                    if r.startswith("attachment:")}  # fmt: skip
+        context.anchors = [a for a in context.anchors if a not in excluded]
+        context.anchor_pages = [p for p in context.anchor_pages if p[0] not in excluded]
+        for chip in stored_selections(asked):
+            if chip.get("warning") and chip["warning"] not in context.notices:
+                context.notices.append(str(chip["warning"]))
     emit(
         "searched",
         {"message_id": answer_id, "question_id": asked.pk, "query": found.query,

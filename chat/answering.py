@@ -21,14 +21,18 @@ if TYPE_CHECKING:
 
 def ask(
     *, user: User, conversation: Conversation, content: str, mode: str = "",
-    also: Emit | None = None,
+    selections: object = None, excluded: object = None, also: Emit | None = None,
 ) -> tuple[Message, Message]:  # fmt: skip
     """Spend a question of the user's budget (RateLimited beyond it), save the question and a
-    pending answer (ValidationError for an empty, over-long or unsearchable question), and
-    start the answer when the transaction commits; its events go to every open page of the
-    conversation (and to `also`)."""
+    pending answer (ValidationError for an empty, over-long or unsearchable question, or a
+    selection of sources that cannot be used; chat.selection), and start the answer when the
+    transaction commits; its events go to every open page of the conversation (and to
+    `also`)."""
     rate_limit(scope="chat", key=user_key(user))
-    question, answer = services.message_ask(conversation=conversation, content=content, mode=mode)
+    question, answer = services.message_ask(
+        conversation=conversation, content=content, mode=mode, selections=selections,
+        excluded=excluded,
+    )  # fmt: skip
     _start_on_commit(answer, also, question_id=question.pk)
     return question, answer
 

@@ -11,11 +11,12 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
 from django.db.models import QuerySet
-from django.http import StreamingHttpResponse
+from django.http import Http404, StreamingHttpResponse
 from ninja import Router, Status
 from ninja.pagination import LimitOffsetPagination, paginate
 from ninja.params.functions import Query as query_param
 
+from attachments.selectors import attachment_get
 from chat import answering, compaction, memory, runner, selectors, services
 from chat.models import Conversation, ConversationSummary, Memory, Message
 from chat.schemas import (
@@ -66,9 +67,20 @@ def list_conversations(
 def create_conversation(
     request: AuthenticatedHttpRequest, payload: ConversationIn
 ) -> Status[Conversation]:
-    """Start a conversation about a notebook (its notes and PDFs) or, with `note_id`, about one
-    note's PDFs (422 if that note is in another notebook)."""
+    """Start a conversation about a notebook (its notes and PDFs), with `note_id` about one
+    note's PDFs (422 if that note is in another notebook), or with `attachment_id` about one
+    ready PDF (Ask this PDF; 422 while it is not ready)."""
     notebook = notebook_get(user=request.user, notebook_id=payload.notebook_id)
+    if payload.attachment_id is not None:
+        attachment = attachment_get(user=request.user, attachment_id=payload.attachment_id)
+        if attachment.note.notebook_id != notebook.pk or attachment.note.is_trashed:
+            raise Http404("No such file in this notebook.")
+        conversation = services.conversation_about_file(owner=request.user, attachment=attachment)
+        if payload.title.strip():
+            conversation = services.conversation_rename(
+                conversation=conversation, title=payload.title
+            )
+        return Status(201, conversation)
     note = None if payload.note_id is None else note_get(user=request.user, note_id=payload.note_id)
     conversation = services.conversation_create(
         owner=request.user, notebook=notebook, note=note, title=payload.title
@@ -127,6 +139,8 @@ def create_message(
         conversation=conversation,
         content=payload.content,
         mode=payload.mode,
+        selections=payload.selections,
+        excluded=payload.excluded,
         also=listener,
     )
     if _wants_stream(request, payload.stream):

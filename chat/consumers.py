@@ -38,7 +38,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 
-from chat import answering, runner, selectors
+from chat import answering, runner, selection, selectors
 from chat.forms import AskForm
 from chat.models import Conversation, Message
 from chat.rendering import IN_PROGRESS, activity, present
@@ -117,8 +117,21 @@ def _conversation(user: User, conversation_id: int) -> Conversation:
         raise Refused from exc
 
 
-def _form_html(conversation: Conversation, form: AskForm, csrf_token: str) -> str:
-    context = {"conversation": conversation, "form": form, "oob": True, "csrf_token": csrf_token}
+def _form_html(
+    conversation: Conversation,
+    form: AskForm,
+    csrf_token: str,
+    chosen: tuple[object, object] = ("", ""),
+) -> str:
+    """The ask form swapped in after a question, keeping the chips just sent (`chosen`: the
+    selections and exclusions, as sent; chat.selection)."""
+    context = {
+        "conversation": conversation,
+        "form": form,
+        "oob": True,
+        "csrf_token": csrf_token,
+        "selection_state": selection.form_state(conversation, *chosen),
+    }
     return render_to_string("chat/_ask_form.html", context).strip()
 
 
@@ -144,20 +157,25 @@ def in_progress_answers(user: User, conversation_id: int) -> list[int]:
     return list(answers.values_list("pk", flat=True))
 
 
-def ask(user: User, conversation_id: int, content: str, csrf_token: str, mode: str = "") -> Asked:
+def ask(
+    user: User, conversation_id: int, content: str, csrf_token: str, mode: str = "",
+    chosen: tuple[object, object] = ("", ""),
+) -> Asked:  # fmt: skip
+    """Ask over the socket; `chosen` is the (selections, excluded) the form sent."""
     conversation = _conversation(user, conversation_id)
     try:
         question, answer = answering.ask(
-            user=user, conversation=conversation, content=content, mode=mode
-        )
+            user=user, conversation=conversation, content=content, mode=mode,
+            selections=chosen[0], excluded=chosen[1],
+        )  # fmt: skip
     except (ValidationError, RateLimited) as exc:
         form = AskForm({"content": content, "mode": mode or conversation.mode})
         form.is_valid()
         # A dict of field errors lands on its fields; a refusal shows above the kept question.
         form.add_error(None, exc.message if isinstance(exc, RateLimited) else exc)
-        return Asked(form_html=_form_html(conversation, form, csrf_token))
+        return Asked(form_html=_form_html(conversation, form, csrf_token, chosen))
     fresh = AskForm(initial={"mode": question.mode or conversation.mode})
-    return Asked(question, answer, _form_html(conversation, fresh, csrf_token))
+    return Asked(question, answer, _form_html(conversation, fresh, csrf_token, chosen))
 
 
 def retry(
@@ -254,16 +272,19 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels is
             if data.get("action") in ("retry", "continue"):
                 await self._retry(data.get("message_id"), go_on=data.get("action") == "continue")
             else:
-                await self._ask(data.get("content"), data.get("mode"))
+                chosen = (data.get("selections"), data.get("excluded"))
+                await self._ask(data.get("content"), data.get("mode"), chosen)
         except Refused:
             # The conversation went away or is no longer this user's: say nothing more.
             await self.close(code=4404)
 
-    async def _ask(self, content: object, mode: object = "") -> None:
+    async def _ask(
+        self, content: object, mode: object = "", chosen: tuple[object, object] = ("", "")
+    ) -> None:
         text = content if isinstance(content, str) else ""
         asked = await self._in_thread(ask)(
             self.user, self.conversation_id, text, self.csrf_token,
-            mode if isinstance(mode, str) else "",
+            mode if isinstance(mode, str) else "", chosen,
         )  # fmt: skip
         await self.send(text_data=asked.form_html)
         if asked.answer is not None:

@@ -189,13 +189,9 @@ class ExtractiveAnswerer:
         """Questions the sources can answer next: sections near the answer that the question
         did not ask about (real headings only, each found again by a keyword search), and a
         name of the question the answer did not cover when the sources have it."""
-        from search.retrieval import Scope, phrase_occurs, search
+        from search.retrieval import phrase_occurs, search
 
-        scope = Scope(
-            notebook_id=context.notebook.pk,
-            note_id=context.note.pk if context.note else None,
-            include_notes=context.note is None,
-        )
+        scope = context.scope()
         asked = terms(question)
         out: list[str] = []
         for heading in dict.fromkeys(_heading(p) for p in passages):

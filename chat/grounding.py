@@ -86,13 +86,9 @@ def absent_key_terms(question: str, context: ToolContext) -> list[str]:
     search configuration stems and folds them). A question about `devtools::install_github()`,
     MusicXML or Peru cannot be answered by sources that never say so, however similar their
     other sentences look."""
-    from search.retrieval import Scope, phrase_occurs
+    from search.retrieval import phrase_occurs
 
-    scope = Scope(
-        notebook_id=context.notebook.pk,
-        note_id=context.note.pk if context.note else None,
-        include_notes=context.note is None,
-    )
+    scope = context.scope()
     return [
         term
         for term in salient_terms(question)

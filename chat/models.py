@@ -20,8 +20,10 @@ class Mode(models.TextChoices):
 
 
 class Conversation(models.Model):
-    """A saved chat about one notebook (all its notes and PDFs) or, with `note` set, about one
-    note's PDFs. Access goes through chat.selectors."""
+    """A saved chat about one notebook (all its notes and PDFs), with `note` set about one
+    note's PDFs, or with `attachment` set about that one PDF ("Ask this PDF"; its note is set
+    too, so the chat falls back to the note's PDFs if the file is deleted). Access goes
+    through chat.selectors."""
 
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations"
@@ -29,6 +31,13 @@ class Conversation(models.Model):
     notebook = models.ForeignKey(Notebook, on_delete=models.CASCADE, related_name="conversations")
     note = models.ForeignKey(
         Note, on_delete=models.CASCADE, null=True, blank=True, related_name="conversations"
+    )
+    attachment = models.ForeignKey(
+        "attachments.NoteAttachment",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="conversations",
     )
     title = models.CharField(max_length=200)
     mode = models.CharField(max_length=16, choices=Mode.choices, default=Mode.EXPLORING)
@@ -90,6 +99,12 @@ class Message(models.Model):
     search_query = models.TextField(blank=True)
     is_follow_up = models.BooleanField(default=False)
     anchors = models.JSONField(default=list, blank=True)  # attachment ids boosted (anchoring)
+    # A question: the sources the user chose for it (chips and ticked boxes, chat.selection):
+    # [{"kind": "file"|"path", "mode": "markdown"|"all", "ref", "name", "path",
+    #   "source_ids": ["attachment:5", "note:3"], "subfile_count"}], and the sources they
+    # deselected (["attachment:5"]), which neither scope nor carry-over may use.
+    explicit_selections = models.JSONField(default=list, blank=True)
+    excluded_sources = models.JSONField(default=list, blank=True)
     # Summarised into a ConversationSummary: shown in full, no longer sent to the model.
     compacted = models.BooleanField(default=False)
     # The message's text embedded (computed when first needed), to find earlier relevant turns.

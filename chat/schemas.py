@@ -11,6 +11,11 @@ from chat.models import Conversation
 class ConversationIn(Schema):
     notebook_id: int
     note_id: int | None = Field(None, description="Chat about this note's PDFs only.")
+    attachment_id: int | None = Field(
+        None,
+        description="Ask this PDF: chat about this one ready file (the notebook must be its "
+        "notebook; `note_id` is ignored). Titled after the file unless `title` says otherwise.",
+    )
     title: str = Field("", max_length=200, description="Default: the first question.")
 
 
@@ -23,6 +28,7 @@ class ConversationOut(Schema):
     id: int
     notebook_id: int
     note_id: int | None
+    attachment_id: int | None = Field(description="Ask this PDF: the one file it is about.")
     title: str
     mode: str = Field(description="exploring | research | learning: the default for questions")
     message_count: int
@@ -47,6 +53,19 @@ class MessageIn(Schema):
     )
     stream: bool = Field(
         False, description="Answer with Server-Sent Events (as does `Accept: text/event-stream`)."
+    )
+    selections: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description='Sources chosen for this question, as the composer\'s chips: `{"kind": '
+        '"file"|"path", "mode": "markdown"|"all", "ref": "note:3"|"attachment:5"|'
+        '"notebook:2"}`. The question is answered from them (plus, for a follow-up, the '
+        "sources earlier answers cited). A folder (notebook) of more than 200 sources is "
+        "refused (422).",
+    )
+    excluded: list[str] = Field(
+        default_factory=list,
+        description='Sources deselected ("attachment:5", "note:3"): never used, not even '
+        "carried over from earlier answers.",
     )
 
 
@@ -79,6 +98,12 @@ class MessageOut(Schema):
         description="A follow-up: attachment ids of the documents behind the previous answer, "
         "whose passages were boosted."
     )
+    explicit_selections: list[dict[str, Any]] = Field(
+        description="A question: the sources chosen for it (kind, mode, ref, name, path, "
+        "source_ids, subfile_count); an answer's `metadata.source_summary` says how many were "
+        "used (explicit_selected_count, carried_over_count, excluded_count)."
+    )
+    excluded_sources: list[str] = Field(description="A question: the sources deselected.")
     created_at: datetime
     updated_at: datetime
 

@@ -33,7 +33,7 @@ def conversation_list(
     if note_id is not None:
         conversations = conversations.filter(note_id=note_id)
     return (
-        conversations.select_related("notebook", "note")
+        conversations.select_related("notebook", "note", "attachment")
         .annotate(message_count=Count("messages"))
         .order_by("-updated_at", "-pk")  # an annotated query drops Meta.ordering
     )
@@ -41,7 +41,8 @@ def conversation_list(
 
 def conversation_get(*, user: User, conversation_id: int) -> Conversation:
     return get_object_or_404(
-        _visible_conversations(user=user).select_related("notebook", "note"), pk=conversation_id
+        _visible_conversations(user=user).select_related("notebook", "note", "attachment"),
+        pk=conversation_id,
     )
 
 

@@ -17,7 +17,7 @@ from django.utils.formats import number_format
 from django.utils.translation import gettext as _
 
 from attachments.models import NoteAttachment
-from chat import modes
+from chat import modes, selection
 from chat.models import Conversation, Message
 from notes.models import Note, Notebook
 
@@ -58,6 +58,22 @@ def conversation_create(
     return Conversation.objects.create(
         owner=owner, notebook=notebook, note=note, title=(title.strip() or default)[:200]
     )
+
+
+def conversation_about_file(*, owner: User, attachment: NoteAttachment) -> Conversation:
+    """ "Ask this PDF": a conversation scoped to one ready file, titled after it (its note is
+    set too: should the file be deleted, the chat keeps the note's PDFs)."""
+    if attachment.status != NoteAttachment.Status.READY:
+        raise ValidationError(
+            _("“%(name)s” is not ready yet: ask it once it has been read.")
+            % {"name": attachment.original_name},
+            code="not_ready",
+        )
+    note = attachment.note
+    return Conversation.objects.create(
+        owner=owner, notebook=note.notebook, note=note, attachment=attachment,
+        title=attachment.original_name[:200],
+    )  # fmt: skip
 
 
 def _default_title(about: str) -> str:
@@ -106,6 +122,8 @@ def conversation_delete(*, conversation: Conversation) -> None:
 def ready_documents(conversation: Conversation) -> bool:
     """Whether anything in the conversation's scope can be searched: a ready PDF (or, for a
     notebook chat, a note with text)."""
+    if conversation.attachment_id is not None:
+        return NoteAttachment.objects.filter(pk=conversation.attachment_id, status="ready").exists()
     notes = Note.objects.filter(notebook=conversation.notebook, trashed_at__isnull=True)
     if conversation.note_id is not None:
         notes = notes.filter(pk=conversation.note_id)
@@ -115,18 +133,24 @@ def ready_documents(conversation: Conversation) -> bool:
 
 
 def message_ask(
-    *, conversation: Conversation, content: str, mode: str = ""
-) -> tuple[Message, Message]:
+    *, conversation: Conversation, content: str, mode: str = "",
+    selections: object = None, excluded: object = None,
+) -> tuple[Message, Message]:  # fmt: skip
     """Save the question (in `mode`, default the conversation's, which it then becomes) and a
-    pending answer to it; the caller starts generation (chat.answering). Refuses empty or
-    over-long questions, an unknown mode and a scope with nothing to search."""
+    pending answer to it; the caller starts generation (chat.answering). `selections` and
+    `excluded` are the sources the user chose and deselected (chat.selection; JSON text or
+    lists), resolved against the conversation's owner and stored on the question. Refuses
+    empty or over-long questions, an unknown mode, unreadable, foreign or oversized
+    selections, and a scope with nothing to search."""
     question = _clean_question(content)
+    chips = selection.parse(selections, excluded)
+    chosen = selection.resolve_all(user=conversation.owner, chips=chips)
     mode = mode or conversation.mode
     if not modes.valid(mode):
         choices = ", ".join(modes.MODES)
         message = _("Choose a mode: %(choices)s.") % {"choices": choices}
         raise ValidationError({"mode": ValidationError(message, "invalid")})
-    if not ready_documents(conversation):
+    if not any(c.source_ids for c in chosen) and not ready_documents(conversation):
         message = _(
             "There is nothing to search here yet: attach a PDF and wait until it is ready "
             "(or write a note)."
@@ -134,7 +158,12 @@ def message_ask(
         raise ValidationError({"content": ValidationError(message, "no_documents")})
     with transaction.atomic():
         asked = Message.objects.create(
-            conversation=conversation, role=Message.Role.USER, content=question, mode=mode
+            conversation=conversation,
+            role=Message.Role.USER,
+            content=question,
+            mode=mode,
+            explicit_selections=[c.stored() for c in chosen],
+            excluded_sources=chips.excluded,
         )
         answer = Message.objects.create(
             conversation=conversation,

@@ -9,6 +9,7 @@ app_name = "chat"
 urlpatterns = [
     path("notebooks/<int:notebook_id>/", workspace_views.workspace, name="workspace"),
     path("notebooks/<int:notebook_id>/ask/", workspace_views.workspace_ask, name="workspace_ask"),
+    path("attachments/<int:attachment_id>/ask/", workspace_views.ask_pdf, name="ask_pdf"),
     path(
         "notebooks/<int:notebook_id>/chats/",
         views.notebook_conversations,

@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
-from chat import answering, saving, selectors, services
+from chat import answering, saving, selection, selectors, services
 from chat.forms import AskForm, RenameForm
 from chat.models import Conversation, Message
 from chat.rendering import present
@@ -83,8 +83,18 @@ def _conversation_page(
         "items": items,
         "form": form,
         "live": any(item.in_progress for item in items),
+        "selection_state": _selection_state(request, conversation),
     }
     return render(request, PAGE, context)
+
+
+def _selection_state(
+    request: AuthenticatedHttpRequest, conversation: Conversation | None
+) -> dict[str, object]:
+    """The composer's chips: those just posted (kept when the question is refused), else the
+    conversation's latest question's."""
+    posted = request.POST if request.method == "POST" else {}
+    return selection.form_state(conversation, posted.get("selections"), posted.get("excluded"))
 
 
 @login_required
@@ -108,11 +118,17 @@ def conversation_ask(request: AuthenticatedHttpRequest, conversation_id: int) ->
                 conversation=conversation,
                 content=form.cleaned_data["content"],
                 mode=form.cleaned_data["mode"],
+                selections=request.POST.get("selections"),
+                excluded=request.POST.get("excluded"),
             )
         except RateLimited as exc:
             form.add_error(None, exc.message)  # the question stays in the form
             if request.htmx:
-                context = {"conversation": conversation, "form": form}
+                context = {
+                    "conversation": conversation,
+                    "form": form,
+                    "selection_state": _selection_state(request, conversation),
+                }
                 return too_many_requests(render(request, "chat/_ask_form.html", context), exc)
             return too_many_requests(_conversation_page(request, conversation, form), exc)
         except ValidationError as exc:

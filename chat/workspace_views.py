@@ -8,6 +8,7 @@ pane without the others.
 from __future__ import annotations
 
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -16,8 +17,8 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
-from attachments.selectors import notebook_sources
-from chat import answering, selectors, services
+from attachments.selectors import attachment_get, notebook_sources
+from chat import answering, selection, selectors, services
 from chat.forms import AskForm
 from chat.models import Conversation
 from chat.rendering import present
@@ -61,8 +62,8 @@ def _page(
     items = []
     if conversation is not None:
         answering.settle(conversation_id=conversation.pk)
-        messages = selectors.message_list(user=request.user, conversation_id=conversation.pk)
-        items = [present(m) for m in messages]
+        listed = selectors.message_list(user=request.user, conversation_id=conversation.pk)
+        items = [present(m) for m in listed]
     sources = list(notebook_sources(user=request.user, notebook_id=notebook.pk))
     groups: dict[int, dict[str, object]] = {}
     for attachment in sources:
@@ -81,6 +82,11 @@ def _page(
         "trashed_notes": note_list(user=request.user, notebook_id=notebook.pk, trashed=True),
         "max_upload_mb": settings.MAX_UPLOAD_MB,
         "workspace": True,
+        # The composer's chips: those just posted (a refused question keeps them), else the
+        # conversation's latest question's.
+        "selection_state": selection.form_state(
+            conversation, request.POST.get("selections"), request.POST.get("excluded")
+        ),
     }
     return render(request, PAGE, context, status=status)
 
@@ -110,6 +116,8 @@ def workspace_ask(request: AuthenticatedHttpRequest, notebook_id: int) -> HttpRe
                     conversation=conversation,
                     content=form.cleaned_data["content"],
                     mode=form.cleaned_data["mode"],
+                    selections=request.POST.get("selections"),
+                    excluded=request.POST.get("excluded"),
                 )
         except RateLimited as exc:
             form.add_error(None, exc.message)
@@ -119,3 +127,19 @@ def workspace_ask(request: AuthenticatedHttpRequest, notebook_id: int) -> HttpRe
         else:
             return redirect(workspace_url(notebook.pk, conversation.pk) + f"#message-{answer.pk}")
     return _page(request, notebook.pk, form=form, status=400)
+
+
+@login_required
+@require_POST
+def ask_pdf(request: AuthenticatedHttpRequest, attachment_id: int) -> HttpResponse:
+    """ "Ask this PDF": start a conversation scoped to one ready file, titled after it, and
+    open it in its notebook's workspace (another user's file answers 404)."""
+    attachment = attachment_get(user=request.user, attachment_id=attachment_id)
+    if attachment.note.is_trashed:
+        raise Http404("No such file.")
+    try:
+        conversation = services.conversation_about_file(owner=request.user, attachment=attachment)
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+        return redirect(workspace_url(attachment.note.notebook_id))
+    return redirect(workspace_url(attachment.note.notebook_id, conversation.pk))

@@ -48,14 +48,22 @@ logger = logging.getLogger(__name__)
 @dataclass
 class Scope:
     """What to search within; None means everything the user may see. Notes are searched
-    beside documents unless `include_notes` is off or `attachment_ids` names documents;
-    `include_documents` off searches notes only."""
+    beside documents unless `include_notes` is off or `attachment_ids` names documents (and
+    `note_ids` does not name notes); `include_documents` off searches notes only. Ids only
+    narrow: whatever they name is still filtered by what the user may see."""
 
     notebook_id: int | None = None
     note_id: int | None = None
     attachment_ids: list[int] | None = None
     include_notes: bool = True
     include_documents: bool = True
+    note_ids: list[int] | None = None  # the notes searched as passages (chosen sources)
+
+    @property
+    def searches_notes(self) -> bool:
+        if not self.include_notes:
+            return False
+        return self.note_ids is not None or self.attachment_ids is None
 
 
 @dataclass
@@ -132,8 +140,10 @@ def scoped_attachments(*, user: User, scope: Scope) -> tuple[str, tuple[Any, ...
 def scoped_notes(*, user: User, scope: Scope) -> tuple[str, tuple[Any, ...]]:
     """SQL (and params) selecting (id, search_config) of the notes searched as passages."""
     notes = _scoped_notes(user=user, scope=scope)
-    if not scope.include_notes or scope.attachment_ids is not None:
+    if not scope.searches_notes:
         notes = notes.filter(pk__isnull=True)  # none: keeps the SQL valid
+    elif scope.note_ids is not None:
+        notes = notes.filter(pk__in=scope.note_ids or [-1])
     return _sql(notes.values("id", "search_config"))
 
 
@@ -182,7 +192,7 @@ def vector(
         cursor.execute(f"SET LOCAL hnsw.ef_search = {EF_SEARCH}")
         cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
         for kind, table, owner, scoped_by, sql, params in legs:
-            if kind == "note" and not (scope.include_notes and scope.attachment_ids is None):
+            if kind == "note" and not scope.searches_notes:
                 continue
             cursor.execute(
                 f"WITH scope AS MATERIALIZED ({sql}) "  # noqa: S608 - built by the ORM

@@ -16,8 +16,10 @@ from pydantic import BaseModel, ValidationError
 
 if TYPE_CHECKING:
     from chat.models import Conversation
+    from chat.selection import SourceSet
     from notebook.types import User
     from notes.models import Note, Notebook
+    from search.retrieval import Scope
 
 
 @dataclass
@@ -45,6 +47,42 @@ class ToolContext:
     summaries: list[str] = field(default_factory=list)
     # Shown with the answer: how retrieval fell short (the search model still loading).
     notices: list[str] = field(default_factory=list)
+    # "Ask this PDF": the chat is about this one file (its note is `note`).
+    attachment_id: int | None = None
+    # The sources the user chose for this question (chips, ticked boxes, carry-over, minus
+    # what they deselected; chat.selection), or None: the chat's own scope.
+    selection: SourceSet | None = None
+
+    def scope(self, *, documents: bool = True, notes: bool = True) -> Scope:
+        """What the tools search: the chosen sources when the user chose, else the chat's
+        own scope (its one PDF, its note's PDFs, or its notebook's PDFs and notes). Either
+        way search filters it by the user in SQL."""
+        from search.retrieval import Scope
+
+        if self.selection is not None:
+            return Scope(
+                attachment_ids=sorted(self.selection.attachments),
+                note_ids=sorted(self.selection.notes),
+                include_documents=documents,
+                include_notes=notes,
+            )
+        if self.attachment_id is not None:
+            return Scope(notebook_id=self.notebook.pk, note_id=self.note.pk if self.note else None,
+                         attachment_ids=[self.attachment_id], include_notes=False,
+                         include_documents=documents)  # fmt: skip
+        return Scope(
+            notebook_id=self.notebook.pk,
+            note_id=self.note.pk if self.note else None,
+            include_notes=notes and self.note is None,
+            include_documents=documents,
+        )
+
+    @property
+    def notes_in_scope(self) -> bool:
+        """Whether notes can be sources: a notebook chat, or a selection that names notes."""
+        if self.selection is not None:
+            return bool(self.selection.notes)
+        return self.note is None and self.attachment_id is None
 
     def add_source(self, source: dict[str, Any]) -> int:
         """The citation number of a passage (the same passage keeps its number)."""

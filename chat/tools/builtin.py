@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import zip_longest
+
 from django.http import Http404
 from pydantic import BaseModel, Field, field_validator
 
@@ -65,6 +67,8 @@ def _note_in_context(context: ToolContext, note_id: int) -> bool:
         note = note_get(user=context.user, note_id=note_id, include_trashed=False)
     except Http404:
         return False
+    if context.selection is not None:
+        return note.pk in context.selection.notes
     if context.note is not None:
         return note.pk == context.note.pk
     return note.notebook_id == context.notebook.pk
@@ -97,23 +101,49 @@ class DocumentSearchArgs(NoteDocumentSearchArgs):
 def document_search(context: ToolContext, args: NoteDocumentSearchArgs) -> ToolResult:
     summary = f"Searching documents for ‘{args.query[:80]}’"
     wanted = args.note_id if isinstance(args, DocumentSearchArgs) else None
-    if wanted is not None and not _note_in_context(context, wanted):
+    # With chosen sources, search intersects them with the note (still filtered by user).
+    if wanted is not None and context.selection is None and not _note_in_context(context, wanted):
         return ToolResult(f"No note {wanted} in this notebook.", summary)
-    note_id = context.note.pk if context.note else wanted
+    scope = context.scope(notes=False)
+    if wanted is not None:
+        scope.note_id = wanted
     result = search(
         user=context.user,
         query=args.query,
-        scope=Scope(notebook_id=context.notebook.pk, note_id=note_id, include_notes=False),
+        scope=scope,
         limit=args.limit * 3 if spec(context.mode).diversity else args.limit,
         anchors=context.anchors,
         anchor_pages=context.anchor_pages,
     )
     _note_warming_up(context, result)
+    if not result.hits and context.selection is not None and context.selection.explicit:
+        result.hits = opening_passages(context, scope, args.limit)
     if not result.hits:
         return ToolResult("No passages matched.", summary)
     hits = spread(result.hits, args.limit) if spec(context.mode).diversity else result.hits
     content, passages = format_sources(context, hits)
     return ToolResult(content, summary, passages)
+
+
+def opening_passages(context: ToolContext, scope: Scope, limit: int) -> list[Hit]:
+    """When search finds nothing in the sources the user chose, their opening passages (each
+    chosen PDF's first chunks, in turn) stand in: the answer still uses what was chosen."""
+    from attachments.models import DocumentChunk
+    from attachments.selectors import searchable_attachments
+
+    files = searchable_attachments(user=context.user).filter(pk__in=scope.attachment_ids or [])
+    if scope.note_id is not None:
+        files = files.filter(note_id=scope.note_id)
+    chunks = list(
+        DocumentChunk.objects.filter(attachment__in=files)
+        .select_related("attachment__note")
+        .order_by("attachment_id", "page_number", "index")[: limit * 4]
+    )
+    per_file: dict[int, list[DocumentChunk]] = {}
+    for chunk in chunks:
+        per_file.setdefault(chunk.attachment_id, []).append(chunk)
+    ordered = [c for group in zip_longest(*per_file.values()) for c in group if c is not None]
+    return [Hit(kind="document", note=c.attachment.note, chunk=c) for c in ordered[:limit]]
 
 
 WARMING_UP_NOTICE = (
@@ -156,7 +186,7 @@ def note_search(context: ToolContext, args: NoteSearchArgs) -> ToolResult:
     result = search(
         user=context.user,
         query=args.query,
-        scope=Scope(notebook_id=context.notebook.pk, include_documents=False),
+        scope=context.scope(documents=False),
         limit=5,
     )
     _note_warming_up(context, result)
@@ -199,12 +229,12 @@ register(Tool(
     "Search the notes of this notebook by keywords and meaning. Returns numbered notes.",
     NoteSearchArgs,
     note_search,
-    available=lambda context: context.note is None,
+    available=lambda context: context.notes_in_scope,
 ))  # fmt: skip
 register(Tool(
     "note_read",
     "Read one whole note of this notebook by its id.",
     NoteReadArgs,
     note_read,
-    available=lambda context: context.note is None,
+    available=lambda context: context.notes_in_scope,
 ))  # fmt: skip

@@ -29,7 +29,8 @@ QUESTION = "Why does the url package refuse to break a line between two consecut
 MESSAGE_FIELDS = {
     "id", "conversation_id", "role", "content", "status", "error", "reply_to_id", "answerer",
     "citations", "retrieved", "tool_calls", "confidence", "follow_ups", "usage", "timings",
-    "metadata", "mode", "search_query", "is_follow_up", "anchors", "created_at", "updated_at",
+    "metadata", "mode", "search_query", "is_follow_up", "anchors", "explicit_selections",
+    "excluded_sources", "created_at", "updated_at",
 }  # fmt: skip
 
 

@@ -18,16 +18,15 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 
 from attachments.selectors import searchable_attachments
+from chat.selection import FOLDER_MAX, FOLDER_WARN
 from notes.selectors import note_list, notebook_list, visible_notes
 
 if TYPE_CHECKING:
     from notebook.types import User
     from notes.models import Notebook
 
-# The lead's chat.selection defines the same two numbers (a folder with more than FOLDER_WARN
-# sources is allowed with a warning; more than FOLDER_MAX is refused); they are reconciled there.
-FOLDER_WARN = 15
-FOLDER_MAX = 200
+# A folder with more than FOLDER_WARN sources is allowed with a warning; more than FOLDER_MAX
+# is refused. chat.selection enforces them when the question is asked; here they are shown.
 SEPARATOR = " / "
 # Candidates read per kind for one keystroke: a bound on the work, far above what one person
 # types a mention for (the SQL prefilter already keeps only names or paths containing the term).

@@ -73,6 +73,7 @@ OBJECT_PAGES = {
     "chat:memory_delete": ("memory", ["POST"]),
     "guides:source_guide": ("attachment", ["GET"]),
     "guides:notebook_guide": ("notebook", ["GET"]),
+    "chat:ask_pdf": ("attachment", ["POST"]),
 }
 # Pages without an object id: they must still require a login.
 PLAIN_PAGES = {
@@ -426,6 +427,8 @@ API_ID_FILTERS: dict[tuple[str, str], list[dict[str, Any]]] = {
         {"notebook_id": Bobs("notebook")},
         {"notebook_id": Bobs("notebook"), "note_id": Bobs("note")},
         {"notebook_id": "alices", "note_id": Bobs("note")},
+        {"notebook_id": "alices", "attachment_id": Bobs("attachment")},
+        {"notebook_id": Bobs("notebook"), "attachment_id": Bobs("attachment")},
     ],
 }
 

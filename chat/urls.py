@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from chat import compaction_views, memory_views, views, workspace_views
+from chat import compaction_views, memory_views, mention_views, views, workspace_views
 
 app_name = "chat"
 
@@ -16,6 +16,7 @@ urlpatterns = [
         name="notebook_conversations",
     ),
     path("notes/<int:note_id>/chats/", views.note_conversations, name="note_conversations"),
+    path("chats/mentions/", mention_views.mentions, name="mentions"),
     path("chats/<int:conversation_id>/", views.conversation_detail, name="conversation"),
     path("chats/<int:conversation_id>/ask/", views.conversation_ask, name="ask"),
     path("chats/<int:conversation_id>/rename/", views.conversation_rename, name="rename"),

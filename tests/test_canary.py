@@ -202,6 +202,32 @@ def test_pages_and_lists_count_only_alices_things(world, alice_client, alice_api
     assert "Bob" not in detail
 
 
+# --- the composer's @ / @@ suggestions ----------------------------------------------------------
+
+
+def test_mention_suggestions_offer_only_alices_sources_and_counts(world, alice_client, alice_api):
+    terms = ("", "b", "bob", "plans", "secrets", "natbib", "url", "vault", CANARY_WORDS, BOB_WORDS)
+    for term in terms:
+        for everything in (False, True):
+            page = alice_client.get(
+                "/chats/mentions/",
+                {"notebook": world.book.pk, "q": term, "all": "1" if everything else "0"},
+            )
+            api = alice_api.get(
+                f"/api/notebooks/{world.book.pk}/mentions", {"q": term, "all": everything}
+            )
+            for response, results in ((page, page.json()["results"]), (api, api.json())):
+                assert response.status_code == 200
+                where = f"mentions q={term!r} all={everything}"
+                assert_nothing_of_bobs(json.dumps(results), where)
+                assert "Bob" not in json.dumps(results), where
+                refs = {r["ref"] for r in results}
+                assert refs <= {f"note:{world.note.pk}", f"attachment:{world.pdf.pk}",
+                                f"notebook:{world.book.pk}"}, where  # fmt: skip
+                for folder in (r for r in results if r["kind"] == "folder"):
+                    assert folder["count"] == 2, where  # her note and her ready PDF
+
+
 # --- chat: tools and the extractive answerer ---------------------------------------------------
 
 

@@ -74,6 +74,7 @@ OBJECT_PAGES = {
     "chat:memory_delete": ("memory", ["POST"]),
     "guides:source_guide": ("attachment", ["GET"]),
     "guides:notebook_guide": ("notebook", ["GET"]),
+    "chat:ask_pdf": ("attachment", ["POST"]),
 }
 # Pages without an object id: they must still require a login.
 PLAIN_PAGES = {
@@ -82,6 +83,14 @@ PLAIN_PAGES = {
     "accounts:password_change": "/settings/password/",
     "accounts:password_change_done": "/settings/password/done/",
     "search:search": "/search/",
+    "chat:mentions": "/chats/mentions/",
+}
+# Pages naming objects in their query string: another user's object answers 404.
+QUERY_ID_PAGES = {
+    "chat:mentions": [
+        {"notebook": "notebook", "q": "", "all": "1"},
+        {"notebook": "notebook", "q": "bob", "all": "0"},
+    ],
 }
 PUBLIC_PAGES = {"login", "logout", "signup", "set_language", "javascript-catalog"}
 
@@ -261,6 +270,21 @@ def test_plain_pages_redirect_anonymous_users_to_login(url, anon_client):
     assert not Notebook.objects.exists()  # notebook_list's POST creates one: not anonymously
 
 
+def test_every_query_id_page_is_known_here():
+    assert set(QUERY_ID_PAGES) <= set(PLAIN_PAGES)
+
+
+@pytest.mark.parametrize("name", sorted(QUERY_ID_PAGES))
+def test_query_ids_naming_another_users_objects_answer_404(name, alice_client, bobs_objects):
+    for combo in QUERY_ID_PAGES[name]:
+        params = {k: bobs_objects.get(v, v) if k == "notebook" else v for k, v in combo.items()}
+        for headers in ({}, {"HX-Request": "true"}):
+            response = alice_client.get(PLAIN_PAGES[name], params, headers=headers)
+            assert response.status_code == 404, (name, params, response.status_code)
+            assert b"Bob" not in response.content
+    _bobs_data_untouched(bobs_objects)
+
+
 def test_lists_never_show_another_users_objects(alice_client, bobs_objects):
     page = alice_client.get("/").content.decode()
     assert "Bob's secrets" not in page
@@ -316,6 +340,7 @@ API_WITH_IDS = {
     ("DELETE", "/api/memories/{memory_id}"),
     ("GET", "/api/attachments/{attachment_id}/guide"),
     ("GET", "/api/notebooks/{notebook_id}/guide"),
+    ("GET", "/api/notebooks/{notebook_id}/mentions"),
 }
 # Search takes ids as filters, not in its path; tests/attachments/test_search.py covers them.
 API_WITHOUT_IDS = {

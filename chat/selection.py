@@ -44,7 +44,6 @@ FOLDER_MAX = 200  # a folder with more sources is refused
 MAX_CHIPS = 50
 MAX_EXCLUDED = 2000
 REF = r"^(note|attachment|notebook):[1-9][0-9]{0,17}$"
-SOURCE = r"^(note|attachment):[1-9][0-9]{0,17}$"
 
 
 class Chip(BaseModel):
@@ -64,7 +63,7 @@ class Chips(BaseModel):
 
 
 class _Excluded(BaseModel):
-    ref: str = Field(pattern=SOURCE)
+    ref: str = Field(pattern=REF)  # a source, or a folder whose chip was removed
 
 
 class SourceUnavailable(ValidationError):
@@ -348,11 +347,30 @@ def merge(
                         excluded=excluded)  # fmt: skip
 
 
+def excluded_sources(*, user: User, refs: list[str], chosen: set[str]) -> set[str]:
+    """Exclusions as source refs: a folder (a removed folder chip) stands for its sources
+    (of a notebook the user may see), but for those chosen again by a chip of their own."""
+    out: set[str] = set()
+    for ref in refs:
+        kind, _sep, number = ref.partition(":")
+        if kind != "notebook":
+            out.add(ref)
+            continue
+        try:
+            notebook = notebook_get(user=user, notebook_id=int(number))
+        except (Http404, ValueError):
+            continue
+        out |= set(folder_sources(notebook.pk, "all")) - chosen
+    return out
+
+
 def prepare(*, conversation: Conversation, asked: Message, follow_up: bool) -> SourceSet | None:
     """The sources the question `asked` may use (see merge); carry-over only for a follow-up."""
     chips = stored_selections(asked)
     explicit = {ref for chip in chips for ref in chip["source_ids"]}
-    excluded = set(stored_excluded(asked))
+    singles = {chip["ref"] for chip in chips if chip["kind"] == "file"}
+    excluded = excluded_sources(user=conversation.owner, refs=stored_excluded(asked),
+                                chosen=singles)  # fmt: skip
     if not explicit and not excluded:
         return None
     carried = cited_sources(conversation, asked) if follow_up and explicit else set()

@@ -74,7 +74,6 @@ OBJECT_PAGES = {
     "chat:memory_delete": ("memory", ["POST"]),
     "guides:source_guide": ("attachment", ["GET"]),
     "guides:notebook_guide": ("notebook", ["GET"]),
-    "chat:ask_pdf": ("attachment", ["POST"]),
 }
 # Pages without an object id: they must still require a login.
 PLAIN_PAGES = {

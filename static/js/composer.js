@@ -123,7 +123,7 @@
   function addChip(item) {
     if (state.selections.some(function (s) { return s.ref === item.ref; })) return;
     state.selections.push(item);
-    if (item.kind !== "path") include(item.ref);
+    include(item.ref);
     if (item.kind === "path") {
       // Choosing a folder again means all of it: its boxes come back too.
       boxes().forEach(function (box) {
@@ -132,18 +132,17 @@
     }
   }
 
-  // Exclusions name sources only ("note:…", "attachment:…"): a folder's are the boxes of
-  // its notebook on this page (elsewhere its sources simply stop being chosen).
+  // Removing a folder's chip excludes the folder (the server drops its sources from
+  // carry-over, but for those chosen again one by one) and the boxes of it on this page.
   function removeChip(ref) {
     const chip = state.selections.find(function (s) { return s.ref === ref; });
     state.selections = state.selections.filter(function (s) { return s.ref !== ref; });
     if (!chip) return;
+    exclude(chip.ref);
     if (chip.kind === "path") {
       boxes().forEach(function (box) {
         if (folderRef(box) === chip.ref && !coveringChip(box)) exclude(box.dataset.sourceRef);
       });
-    } else {
-      exclude(chip.ref);
     }
   }
 

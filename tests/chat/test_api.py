@@ -557,7 +557,7 @@ def test_a_question_takes_chosen_sources_and_returns_them(alice_api, conversatio
     assert b"Bob" not in foreign.content
     for body in (
         {"content": QUESTION, "selections": [{"kind": "file", "ref": "bogus"}]},
-        {"content": QUESTION, "excluded": ["notebook:1"]},
+        {"content": QUESTION, "excluded": ["bogus:1"]},
     ):
         refused = post_json(alice_api, url, body)
         assert refused.status_code == 422, refused.content

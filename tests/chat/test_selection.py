@@ -35,7 +35,7 @@ def test_nothing_sent_is_no_selection_and_junk_is_refused():
         ('{"kind": "file"}', ""),  # an object, not a list
         ('[{"kind": "file", "ref": "user:1"}]', ""),
         ('[{"kind": "folder", "ref": "note:1"}]', ""),
-        ("", '["notebook:3"]'),  # only sources can be excluded
+        ("", '["user:3"]'),  # only sources and folders can be excluded
         ("", '["attachment:1; DROP TABLE"]'),
         (json.dumps([{"kind": "file", "ref": f"note:{n}"} for n in range(1, 60)]), ""),
     ]:
@@ -118,6 +118,18 @@ def test_a_folder_over_the_warning_size_is_allowed_with_a_warning_and_over_the_l
     )
     with pytest.raises(ValidationError, match="more than the 200"):
         selection.resolve(user=alice, chip=Chip(kind="path", ref=f"notebook:{notebook.pk}"))
+
+
+@pytest_db
+def test_an_excluded_folder_stands_for_its_sources_but_those_chosen_again(alice, bob):
+    notebook = NotebookFactory.create(owner=alice)
+    one = note_create(notebook=notebook, author=alice, title="One", body="text")
+    two = note_create(notebook=notebook, author=alice, title="Two", body="text")
+    theirs = NotebookFactory.create(owner=bob)
+    note_create(notebook=theirs, author=bob, title="Theirs", body="text")
+    refs = [f"notebook:{notebook.pk}", f"notebook:{theirs.pk}", "attachment:7"]
+    excluded = selection.excluded_sources(user=alice, refs=refs, chosen={f"note:{one.pk}"})
+    assert excluded == {f"note:{two.pk}", "attachment:7"}
 
 
 @pytest_db

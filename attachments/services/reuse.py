@@ -32,8 +32,9 @@ COPIED_FIELDS = (
 def reusable_source(*, attachment: NoteAttachment, model: str) -> NoteAttachment | None:
     """The most recently ready attachment with `attachment`'s bytes, its uploader and its
     notebook's owner, embedded with `model`; None when there is none (another user's never
-    counts, nor one still being processed)."""
-    if attachment.uploaded_by_id is None:
+    counts, nor one still being processed). Only for a file never ready before: "Reprocess"
+    of a ready file asks for a fresh ingestion, not for another copy."""
+    if attachment.uploaded_by_id is None or attachment.ready_at is not None:
         return None
     owner_id = (
         NoteAttachment.objects.filter(pk=attachment.pk)

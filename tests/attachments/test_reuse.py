@@ -255,3 +255,14 @@ def test_a_superseded_run_does_not_copy(alice, first, monkeypatch):
     second.refresh_from_db()
     assert second.status == "processing"  # left to the run that owns it now
     assert not DocumentChunk.objects.filter(attachment=second).exists()
+
+
+def test_reprocessing_a_copy_ingests_it_for_real(alice, first):
+    second = ingest(upload(alice, new_note(alice), PDF))
+    assert "reused_from" in second.timings
+    services.attachment_reprocess(attachment=second)
+    second = ingest(second)
+    assert second.status == "ready"
+    assert "reused_from" not in second.timings
+    assert "extract" in second.timings
+    assert_consistent(second)

@@ -14,6 +14,7 @@ from attachments.schemas import (
     AttachmentOut,
     PageOut,
     PasswordIn,
+    TextSourceOut,
     UploadErrorOut,
     UploadOut,
 )
@@ -31,17 +32,20 @@ router = Router(tags=["attachments"])
 def create_attachments(
     request: AuthenticatedHttpRequest, note_id: int, files: File[list[UploadedFile]]
 ) -> Status[UploadOut]:
-    """Upload one or more PDFs (multipart field `files`). Each file is checked on its own:
-    201 if at least one was stored, else 409 (all duplicates) or 422, with a reason per file.
-    More files than the upload rate allows: 429 with Retry-After, nothing stored."""
+    """Upload one or more files (multipart field `files`): PDFs are attached to the note; a
+    Markdown (.md) or text (.txt) file becomes a new note of the same notebook (`notes`). Any
+    other extension is refused (`file_type`) before anything is stored. Each file is checked
+    on its own: 201 if at least one was stored, else 409 (all duplicates) or 422, with a reason
+    per file. More files than the upload rate allows: 429 with Retry-After, nothing stored."""
     note = note_get(user=request.user, note_id=note_id)
     rate_limit(scope="upload", key=user_key(request.user), cost=len(files))
     created: list[NoteAttachment] = []
+    notes: list[TextSourceOut] = []
     errors: list[UploadErrorOut] = []
     for uploaded in files:
         try:
-            created.append(
-                services.attachment_upload(user=request.user, note=note, uploaded=uploaded)
+            added = services.source_add(
+                user=request.user, notebook=note.notebook, note=note, uploaded=uploaded
             )
         except services.DuplicateAttachment as dup:
             errors.append(
@@ -52,6 +56,17 @@ def create_attachments(
                     existing_id=dup.existing.pk,
                 )
             )
+            continue
+        except services.DuplicateText as dup:
+            errors.append(
+                UploadErrorOut(
+                    file=uploaded.name or "",
+                    detail=dup.messages[0],
+                    code="duplicate",
+                    existing_note_id=dup.existing_note.pk,
+                )
+            )
+            continue
         except ValidationError as exc:
             errors.append(
                 UploadErrorOut(
@@ -60,8 +75,17 @@ def create_attachments(
                     code=str(exc.code or "invalid"),
                 )
             )
-    body = UploadOut(attachments=[AttachmentOut.from_orm(a) for a in created], errors=errors)
-    if created:
+            continue
+        if added.attachment is not None:
+            created.append(added.attachment)
+        elif added.note is not None:
+            notes.append(
+                TextSourceOut(file=added.name, note_id=added.note.pk, title=added.note.title)
+            )
+    body = UploadOut(
+        attachments=[AttachmentOut.from_orm(a) for a in created], notes=notes, errors=errors
+    )
+    if created or notes:
         return Status(201, body)
     return Status(409 if all(e.code == "duplicate" for e in errors) else 422, body)
 

@@ -30,11 +30,21 @@ class UploadErrorOut(Schema):
     file: str
     detail: str
     code: str
-    existing_id: int | None = None
+    existing_id: int | None = None  # the attachment already holding this PDF
+    existing_note_id: int | None = None  # the note already holding this text
+
+
+class TextSourceOut(Schema):
+    """A Markdown or text file that became a note."""
+
+    file: str
+    note_id: int
+    title: str
 
 
 class UploadOut(Schema):
     attachments: list[AttachmentOut]
+    notes: list[TextSourceOut] = []
     errors: list[UploadErrorOut]
 
 

@@ -1,5 +1,6 @@
-"""Checks an upload must pass before anything is stored: size, PDF signature, structure, page
-count, the owner's quota. Deep parsing (and its hostile-file risks) is left to the worker."""
+"""Checks an upload must pass before anything is stored: its type (by extension, against one
+allowlist), size, PDF signature, structure, page count, the owner's quota; for text files,
+their encoding. Deep parsing of PDFs (and its hostile-file risks) is left to the worker."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import io
 import re
 import unicodedata
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import PurePosixPath, PureWindowsPath
 from typing import TYPE_CHECKING
 
@@ -25,6 +27,41 @@ if TYPE_CHECKING:
 
 MB = 1024 * 1024
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class SourceKind(StrEnum):
+    PDF = "pdf"  # stored as a file, hashed as bytes, ingested by the worker
+    TEXT = "text"  # becomes a note: decoded, normalised, hashed as text
+
+
+# What may be uploaded, by extension (lower case): the one place that says so. Everything
+# else is refused before anything is stored. Images join here (issue #17).
+UPLOAD_TYPES: dict[str, SourceKind] = {
+    ".pdf": SourceKind.PDF,
+    ".md": SourceKind.TEXT,
+    ".txt": SourceKind.TEXT,
+}
+# Media types a browser's file picker may offer besides the extensions (the `accept` list).
+UPLOAD_MEDIA_TYPES = ("application/pdf", "text/markdown", "text/plain")
+
+
+def upload_accept() -> str:
+    """The file inputs' `accept` attribute: the allowlist's extensions and media types."""
+    return ",".join([*UPLOAD_MEDIA_TYPES, *UPLOAD_TYPES])
+
+
+def upload_kind(raw_name: str | None) -> SourceKind:
+    """The kind of source a file of this name becomes; ValidationError(code="file_type"),
+    naming the file and what is accepted, for any extension not on the allowlist."""
+    name = clean_filename(raw_name)
+    kind = UPLOAD_TYPES.get(PurePosixPath(name).suffix.lower())
+    if kind is None:
+        raise ValidationError(
+            gettext("“%(name)s” cannot be added: only %(types)s files are accepted.")
+            % {"name": name, "types": ", ".join(UPLOAD_TYPES)},
+            code="file_type",
+        )
+    return kind
 
 
 @dataclass
@@ -159,3 +196,91 @@ def _inspect_structure(uploaded: UploadedFile[bytes], name: str) -> tuple[int | 
         return None, False
     finally:
         uploaded.seek(0)
+
+
+@dataclass
+class ValidatedText:
+    name: str
+    size: int
+    text: str  # decoded and normalised (see normalise_text): what the note's body becomes
+    sha256: str  # of the normalised text, UTF-8
+
+
+# Control characters a text file does not contain (tab, line feed, vertical tab, form feed
+# and carriage return are text); NUL above all is the mark of a binary file.
+_BINARY = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
+_BOMS = (
+    (b"\xef\xbb\xbf", "utf-8"),
+    (b"\xff\xfe", "utf-16-le"),
+    (b"\xfe\xff", "utf-16-be"),
+)
+
+
+def normalise_text(text: str) -> str:
+    """The form a text source is stored and hashed in: line ends as \\n, Unicode NFC, no
+    leading or trailing blank space. Two files that differ only in those hash the same.
+    (notes.text_sha256_sql computes the same in SQL over stored notes.)"""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return unicodedata.normalize("NFC", text).strip(TEXT_STRIP)
+
+
+TEXT_STRIP = " \t\n\v\f"
+
+
+def text_sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def validate_text_upload(*, uploaded: UploadedFile[bytes]) -> ValidatedText:
+    """Raise ValidationError with a message naming the file unless it is text a note can hold:
+    not too large, UTF-8 (a UTF-8 or UTF-16 byte order mark is honoured), not binary, not blank,
+    within a note's length."""
+    name = clean_filename(uploaded.name)
+    size = uploaded.size or 0
+    limit = settings.MAX_UPLOAD_MB * MB
+    if size > limit:
+        raise ValidationError(
+            gettext("“%(name)s” is %(size)s; the limit is %(limit)s MB.")
+            % {"name": name, "size": _human(size), "limit": settings.MAX_UPLOAD_MB},
+            code="too_large",
+        )
+    if size > 4 * settings.NOTE_BODY_MAX_CHARS + 4:  # more characters than that, surely
+        raise _too_long(name)
+    uploaded.seek(0)
+    data = b"".join(uploaded.chunks())
+    uploaded.seek(0)
+    encoding = "utf-8"
+    for bom, bom_encoding in _BOMS:
+        if data.startswith(bom):
+            data, encoding = data[len(bom) :], bom_encoding
+            break
+    try:
+        raw = data.decode(encoding)
+    except UnicodeDecodeError:
+        raw = None
+    if raw is None or _BINARY.search(raw):
+        raise ValidationError(
+            gettext(
+                "“%(name)s” is not readable text: it is not UTF-8 or it contains binary data. "
+                "Save it as UTF-8 text and try again."
+            )
+            % {"name": name},
+            code="not_text",
+        )
+    text = normalise_text(raw)
+    if not text:
+        raise ValidationError(gettext("“%(name)s” is empty.") % {"name": name}, code="empty")
+    if len(text) > settings.NOTE_BODY_MAX_CHARS:
+        raise _too_long(name)
+    return ValidatedText(name, size, text, text_sha256(text))
+
+
+def _too_long(name: str) -> ValidationError:
+    return ValidationError(
+        gettext("“%(name)s” is too long for a note: a note holds at most %(limit)s characters.")
+        % {
+            "name": name,
+            "limit": number_format(settings.NOTE_BODY_MAX_CHARS, force_grouping=True),
+        },
+        code="too_long",
+    )

@@ -27,10 +27,12 @@ from notebook.ratelimit import (
     user_key,
 )
 from notebook.types import AuthenticatedHttpRequest
+from notes.models import Note, Notebook
 from notes.selectors import note_get, notebook_get
 
 ROW = "attachments/_row.html"
 SOURCE_ROW = "attachments/_source.html"
+TEXT_ROW = "attachments/_text_source.html"  # a text file that became a note
 
 
 def _row(
@@ -46,62 +48,25 @@ def _row(
 @login_required
 @require_POST
 def attachment_upload(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
-    """One or many files. The page's uploader (XHR, one file per request) and htmx get row
-    fragments (a row per stored file, an error row per refused one); a plain form post gets
-    messages and a redirect back to the note."""
+    """Files uploaded on a note's page: a PDF is attached to the note; a Markdown or text file
+    becomes a new note of the same notebook (the note's own text is left alone). The page's
+    uploader (XHR, one file per request) and htmx get row fragments (a row per stored file, an
+    error row per refused one); a plain form post gets messages and a redirect back."""
     note = note_get(user=request.user, note_id=note_id)
-    fragment = bool(request.htmx) or request.headers.get("X-Upload") == "1"
-    files = request.FILES.getlist("files")
-    if not files:
-        if fragment:
-            return _fragments([_error_html(request, gettext("Choose a PDF first."))], status=400)
-        messages.error(request, gettext("Choose one or more PDF files first."))
-        return redirect("notes:note_detail", note_id=note.pk)
-    try:
-        rate_limit(scope="upload", key=user_key(request.user), cost=len(files))
-    except RateLimited as exc:
-        if fragment:
-            return too_many_requests(
-                _fragments([_error_html(request, exc.message)], status=429), exc
-            )
-        return rate_limited_page(
-            request, exc, back_url=reverse("notes:note_detail", args=[note.pk])
-        )
-    html: list[str] = []
-    status = 201
-    for uploaded in files:
-        try:
-            attachment = services.attachment_upload(user=request.user, note=note, uploaded=uploaded)
-        except ValidationError as exc:  # DuplicateAttachment included
-            existing = getattr(exc, "existing", None)
-            message = " ".join(exc.messages)
-            html.append(_error_html(request, message, existing=existing))
-            if len(files) == 1:
-                status = 409 if existing else 400
-            if not fragment:
-                messages.error(request, message)
-            continue
-        html.append(_row(request, attachment).content.decode())
-        if not fragment:
-            messages.success(
-                request,
-                gettext("Uploaded “%(name)s”. Processing starts now.")
-                % {"name": attachment.original_name},
-            )
-    if fragment:
-        return _fragments(html, status=status)
-    return redirect("notes:note_detail", note_id=note.pk)
+    back = reverse("notes:note_detail", args=[note.pk])
+    added = gettext("Uploaded “%(name)s”. Processing starts now.")
+    return _upload(request, notebook=note.notebook, note=note, back=back, row=ROW, added=added)
 
 
 @login_required
 @require_POST
 def notebook_source_upload(request: AuthenticatedHttpRequest, notebook_id: int) -> HttpResponse:
     """Files dropped on the workspace's sources pane. `note` names a note of the notebook to
-    attach them to; without one, each file becomes a new note titled after it. Answers like
-    `attachment_upload`: row fragments for the uploader, messages and a redirect for a form."""
+    attach PDFs to; without one, each PDF becomes a new note titled after it. A text file
+    always becomes a new note. Answers like `attachment_upload`."""
     notebook = notebook_get(user=request.user, notebook_id=notebook_id)
     back = reverse("chat:workspace", args=[notebook.pk])
-    fragment = bool(request.htmx) or request.headers.get("X-Upload") == "1"
+    fragment = _wants_fragment(request)
     note = None
     if note_id := request.POST.get("note", "").strip():
         if not note_id.isdigit():
@@ -109,9 +74,30 @@ def notebook_source_upload(request: AuthenticatedHttpRequest, notebook_id: int) 
         note = note_get(user=request.user, note_id=int(note_id))
         if note.notebook_id != notebook.pk:
             return _refuse(request, fragment, back, gettext("That note is in another notebook."))
+    added = gettext("Added “%(name)s” to the note “%(title)s”. Processing starts now.")
+    return _upload(request, notebook=notebook, note=note, back=back, row=SOURCE_ROW, added=added)
+
+
+def _wants_fragment(request: AuthenticatedHttpRequest) -> bool:
+    return bool(request.htmx) or request.headers.get("X-Upload") == "1"
+
+
+def _upload(
+    request: AuthenticatedHttpRequest,
+    *,
+    notebook: Notebook,
+    note: Note | None,
+    back: str,
+    row: str,
+    added: str,
+) -> HttpResponse:
+    """The upload loop both upload views share: rate limit, then each file through
+    `services.source_add` on its own (one refused file does not stop the others). `row` is
+    the template of a stored PDF's row, `added` the message saying so (%(name)s, %(title)s)."""
+    fragment = _wants_fragment(request)
     files = request.FILES.getlist("files")
     if not files:
-        return _refuse(request, fragment, back, gettext("Choose one or more PDF files first."))
+        return _refuse(request, fragment, back, gettext("Choose one or more files first."))
     try:
         rate_limit(scope="upload", key=user_key(request.user), cost=len(files))
     except RateLimited as exc:
@@ -124,33 +110,38 @@ def notebook_source_upload(request: AuthenticatedHttpRequest, notebook_id: int) 
     status = 201
     for uploaded in files:
         try:
-            if note is None:
-                attachment = services.attachment_add_as_note(
-                    user=request.user, notebook=notebook, uploaded=uploaded
-                )
-            else:
-                attachment = services.attachment_upload(
-                    user=request.user, note=note, uploaded=uploaded
-                )
-        except ValidationError as exc:  # DuplicateAttachment included
+            source = services.source_add(
+                user=request.user, notebook=notebook, note=note, uploaded=uploaded
+            )
+        except ValidationError as exc:  # DuplicateAttachment and DuplicateText included
             existing = getattr(exc, "existing", None)
+            existing_note = getattr(exc, "existing_note", None)
             message = " ".join(exc.messages)
-            html.append(_error_html(request, message, existing=existing))
+            html.append(
+                _error_html(request, message, existing=existing, existing_note=existing_note)
+            )
             if len(files) == 1:
-                status = 409 if existing else 400
+                status = 409 if existing or existing_note else 400
             if not fragment:
                 messages.error(request, message)
             continue
-        html.append(
-            render(
-                request, SOURCE_ROW, {"attachment": attachment, "show_note": True}
-            ).content.decode()
-        )
+        if source.note is not None:
+            context = {"note": source.note, "name": source.name}
+            html.append(render(request, TEXT_ROW, context).content.decode())
+            if not fragment:
+                messages.success(
+                    request,
+                    gettext("Added “%(name)s” as the note “%(title)s”.")
+                    % {"name": source.name, "title": source.note.title},
+                )
+            continue
+        attachment = source.attachment
+        assert attachment is not None
+        context = {"attachment": attachment, "show_note": True}
+        html.append(render(request, row, context).content.decode())
         if not fragment:
             messages.success(
-                request,
-                gettext("Added “%(name)s” to the note “%(title)s”. Processing starts now.")
-                % {"name": attachment.original_name, "title": attachment.note.title},
+                request, added % {"name": attachment.original_name, "title": attachment.note.title}
             )
     if fragment:
         return _fragments(html, status=status)
@@ -181,9 +172,12 @@ def _fragments(html: list[str], *, status: int) -> HttpResponse:
 
 
 def _error_html(
-    request: AuthenticatedHttpRequest, message: str, existing: NoteAttachment | None = None
+    request: AuthenticatedHttpRequest,
+    message: str,
+    existing: NoteAttachment | None = None,
+    existing_note: Note | None = None,
 ) -> str:
-    context = {"message": message, "existing": existing}
+    context = {"message": message, "existing": existing, "existing_note": existing_note}
     return render(request, "attachments/_upload_error.html", context).content.decode()
 
 

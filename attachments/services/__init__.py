@@ -1,6 +1,8 @@
-"""Attachment services: `files` (upload, password, reprocess, delete) and `ingestion` (the
-background pipeline), `scheduling` (which file runs next, the reaper), `reindexing` (re-chunking
-stored pages). Callers import from here."""
+"""Attachment services: `files` (upload, password, reprocess, delete), `sources` (any uploaded
+file, by kind: PDFs are stored, text files become notes), `ingestion` (the background
+pipeline), `reuse` (a PDF its owner already has ingested is copied, not ingested again),
+`scheduling` (which file runs next, the reaper), `reindexing` (re-chunking stored pages).
+Callers import from here."""
 
 from attachments.services.files import (
     MAX_PASSWORD_ATTEMPTS,
@@ -16,10 +18,19 @@ from attachments.services.files import (
 from attachments.services.ingestion import attachment_ingest, attachment_reembed, passage_windows
 from attachments.services.reindexing import Rechunked, attachment_rechunk
 from attachments.services.scheduling import attachment_reap_stuck
+from attachments.services.sources import (
+    AddedSource,
+    DuplicateText,
+    note_holding_text,
+    source_add,
+    text_source_add,
+)
 
 __all__ = [
     "MAX_PASSWORD_ATTEMPTS",
+    "AddedSource",
     "DuplicateAttachment",
+    "DuplicateText",
     "Rechunked",
     "attachment_add_as_note",
     "attachment_delete",
@@ -31,6 +42,9 @@ __all__ = [
     "attachment_submit_password",
     "attachment_unlock_reset",
     "attachment_upload",
+    "note_holding_text",
     "passage_windows",
+    "source_add",
+    "text_source_add",
     "unlocked_path",
 ]

@@ -33,6 +33,12 @@ from attachments.pdf.extract import (
 )
 from attachments.pdf.layout import Boilerplate, find_boilerplate
 from attachments.services.files import unlocked_path
+from attachments.services.reuse import (
+    COPIED_FIELDS,
+    copy_ingested,
+    lock_source,
+    reusable_source,
+)
 from attachments.services.scheduling import claim_fairest
 from notebook.embeddings import Embedder, EmbeddingError, embedding_model_name, get_embedder
 from notebook.language import (
@@ -89,6 +95,9 @@ def attachment_ingest(*, attachment_id: int) -> None:
     """Claim a pending attachment (conditional UPDATE; the fairest waiting one, which may not
     be `attachment_id`: see scheduling.claim_fairest) and run extract → OCR → chunk → embed.
 
+    A file its uploader already has ready (same bytes, same embedding model) is copied from
+    that one instead (see reuse.py), in one transaction, and is ready at once.
+
     Idempotent: pages and chunks are replaced in one transaction, so a re-run leaves exactly one
     set. Permanent problems end `failed` with a reason; transient ones (embedding API busy) are
     retried later with backoff, at most INGEST_MAX_ATTEMPTS runs in all.
@@ -106,6 +115,9 @@ def attachment_ingest(*, attachment_id: int) -> None:
     run = _Run(attachment)
     keep_unlocked = False
     try:
+        if _reuse(run):
+            _after_ready(attachment_id)
+            return
         _extract_and_index(run)
         _embed(run)
         run.end(
@@ -158,6 +170,36 @@ def attachment_ingest(*, attachment_id: int) -> None:
     finally:
         if not keep_unlocked:
             unlocked_path(attachment).unlink(missing_ok=True)
+
+
+def _reuse(run: _Run) -> bool:
+    """Copy the ingested rows of a ready attachment with the same bytes and uploader (see
+    reuse.py) and end the run ready, in one transaction under our row's lock and the source's
+    (FOR SHARE); False, with nothing written, when there is none to copy from."""
+    started = time.monotonic()
+    model = embedding_model_name()
+    candidate = reusable_source(attachment=run.attachment, model=model)
+    if candidate is None:
+        return False
+    with transaction.atomic():
+        if not run._rows().select_for_update().exists():
+            raise Superseded
+        source = lock_source(source_id=candidate.pk, model=model)
+        if source is None:  # deleted or queued again meanwhile: ingest it ourselves
+            return False
+        copy_ingested(source_id=source.pk, target_id=run.attachment.pk)
+        run.timings = {"reuse": round(time.monotonic() - started, 3), "reused_from": source.pk}
+        run.end(
+            status=Status.READY,
+            stage=Stage.DONE,
+            progress_current=source.chunk_count,
+            progress_total=source.chunk_count,
+            ready_at=timezone.now(),
+            **{field: getattr(source, field) for field in COPIED_FIELDS},
+        )
+    logger.info("attachment %s reused the ingestion of attachment %s in %.2f s",
+                run.attachment.pk, source.pk, run.timings["reuse"])  # fmt: skip
+    return True
 
 
 def _after_ready(attachment_id: int) -> None:

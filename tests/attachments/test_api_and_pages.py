@@ -30,8 +30,9 @@ def test_api_upload_several_files_reports_each(alice_api, note):
     assert sorted(a["original_name"] for a in body["attachments"]) == ["R-data.pdf", "url.pdf"]
     assert body["errors"] == [
         {"file": "x.pdf", "detail": "“x.pdf” is not a PDF (its content does not start like one, "
-         "whatever its name).", "code": "not_pdf", "existing_id": None}
+         "whatever its name).", "code": "not_pdf", "existing_id": None, "existing_note_id": None}
     ]  # fmt: skip
+    assert body["notes"] == []
     assert {a["status"] for a in body["attachments"]} == {"pending"}
 
 

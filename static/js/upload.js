@@ -65,6 +65,9 @@
       // Only our row fragments go into the page, never an error or login page.
       if (xhr.getResponseHeader("X-Notebook-Fragment") === "attachment-rows") {
         replaceWithHtml(ui.row, xhr.responseText);
+        // A dropped file may have made a note (a text file, or a PDF in a note of its own):
+        // the workspace's notes pane listens for this and refreshes itself.
+        document.body.dispatchEvent(new CustomEvent("notes-changed"));
         return;
       }
       ui.row.classList.add("upload-error");

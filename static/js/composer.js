@@ -199,7 +199,8 @@
       n = Math.max(n, 0);
       return interpolate(ngettext("Answering from %s selected source", "Answering from %s selected sources", n), [n]);
     }
-    const out = state.excluded.length;
+    // Sources left out (a removed folder chip also excludes the folder, which is no source).
+    const out = state.excluded.filter(function (r) { return r.indexOf("notebook:") !== 0; }).length;
     if (!out) return _("All sources");
     return interpolate(ngettext("All sources but %s", "All sources but %s", out), [out]);
   }

@@ -19,6 +19,7 @@ from playwright.sync_api import (
     BrowserContext,
     ConsoleMessage,
     Page,
+    Request,
     Response,
     sync_playwright,
 )
@@ -97,7 +98,13 @@ def js_errors(page: Page) -> list[str]:
     page.on("pageerror", lambda exc: errors.append(f"uncaught: {exc}"))
     page.on("console", on_console)
     page.on("response", on_response)
-    page.on("requestfailed", lambda r: errors.append(f"failed: {r.method} {r.url} {r.failure}"))
+    def on_failed(request: Request) -> None:
+        # A request the browser dropped because the page navigated away (the login redirect
+        # followed by a goto) is no error of the page's.
+        if request.failure != "net::ERR_ABORTED":
+            errors.append(f"failed: {request.method} {request.url} {request.failure}")
+
+    page.on("requestfailed", on_failed)
     return errors
 
 

@@ -226,7 +226,103 @@ class Tour:
 
 
 @pytest.fixture
-def tour(transactional_db) -> Tour:
+def tour(transactional_db, settings) -> Tour:
+    """The Tour's data, committed. Built once per session through the real services; later
+    tests get the very same rows (and stored files) copied back after the flush, which is what
+    building it again would commit, without re-ingesting the PDF and re-answering."""
+    global _tour_snapshot
+    if _tour_snapshot is not None and _tour_snapshot.restore(Path(settings.MEDIA_ROOT)):
+        return _tour_snapshot.tour
+    before = _TableState.now()
+    built = _build_tour()
+    _tour_snapshot = _TourSnapshot.take(built, before, Path(settings.MEDIA_ROOT))
+    return built
+
+
+SNAPSHOT_SCHEMA = "e2e_tour_snapshot"  # outside the search path: flushes never see it
+
+
+@dataclass
+class _TableState:
+    """Which of Django's tables hold rows, and how many."""
+
+    counts: dict[str, int]
+
+    @classmethod
+    def now(cls) -> _TableState:
+        from django.db import connection
+
+        tables = connection.introspection.django_table_names(only_existing=True)
+        with connection.cursor() as cursor:
+            counts = {}
+            for table in sorted(tables):
+                name = connection.ops.quote_name(table)  # names from Django's introspection
+                cursor.execute(f"SELECT count(*) FROM {name}")  # noqa: S608
+                row = cursor.fetchone()
+                counts[table] = row[0] if row else 0
+        return cls(counts)
+
+
+@dataclass
+class _TourSnapshot:
+    """The rows `_build_tour` added, kept in SNAPSHOT_SCHEMA, and the files it stored."""
+
+    tour: Tour
+    tables: list[str]
+    media: Path
+
+    @classmethod
+    def take(cls, tour: Tour, before: _TableState, media: Path) -> _TourSnapshot | None:
+        """Only when the build filled tables that were empty and changed no other: then the
+        rows in them are exactly the build's. Otherwise None (the next test builds again)."""
+        from django.db import connection
+
+        after = _TableState.now()
+        filled = [t for t, n in after.counts.items() if n and not before.counts.get(t)]
+        changed = [
+            t for t, n in after.counts.items() if before.counts.get(t) and n != before.counts[t]
+        ]
+        if changed or set(after.counts) != set(before.counts):
+            return None
+        with connection.cursor() as cursor:
+            cursor.execute(f"DROP SCHEMA IF EXISTS {SNAPSHOT_SCHEMA} CASCADE")
+            cursor.execute(f"CREATE SCHEMA {SNAPSHOT_SCHEMA}")
+            for table in filled:
+                name = connection.ops.quote_name(table)
+                cursor.execute(f"CREATE TABLE {SNAPSHOT_SCHEMA}.{name} AS TABLE {name}")
+        return cls(tour, filled, media)
+
+    def restore(self, media: Path) -> bool:
+        """Copy the rows back into the (flushed) tables; False, touching nothing, when one of
+        them is not empty."""
+        from django.apps import apps
+        from django.core.management.color import no_style
+        from django.db import connection, transaction
+
+        now = _TableState.now()
+        if any(now.counts.get(table, 1) for table in self.tables):
+            return False
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SET CONSTRAINTS ALL DEFERRED")
+            for table in self.tables:
+                name = connection.ops.quote_name(table)
+                cursor.execute(f"INSERT INTO {name} SELECT * FROM {SNAPSHOT_SCHEMA}.{name}")  # noqa: S608
+            # Past the restored ids, whatever the flush did to the sequences.
+            models = [
+                m for m in apps.get_models(include_auto_created=True)
+                if m._meta.db_table in self.tables and m._meta.managed and not m._meta.proxy
+            ]  # fmt: skip
+            for sql in connection.ops.sequence_reset_sql(no_style(), models):
+                cursor.execute(sql)
+        shutil.copytree(self.media, media, dirs_exist_ok=True)
+        return True
+
+
+_tour_snapshot: _TourSnapshot | None = None
+
+
+def _build_tour() -> Tour:
+    """What `tour` holds, made through the real services (ingestion, answer, memory)."""
     from django.contrib.auth.models import User
 
     from chat import services as chat_services

@@ -170,25 +170,25 @@ def test_drop_two_pdfs_and_watch_them_become_ready(
     watch_rows(page)
     rows = page.locator("#attachment-list > li")
 
-    drop(page, [pdf("url.pdf"), pdf("R-data.pdf")])
+    drop(page, [pdf("url.pdf"), pdf("natbib.pdf")])
 
     # One row per file, at once: first the upload placeholder, then the server's status row.
     expect(rows).to_have_count(2)
-    url_row, rdata_row = row_named(page, "url.pdf"), row_named(page, "R-data.pdf")
+    url_row, natbib_row = row_named(page, "url.pdf"), row_named(page, "natbib.pdf")
     expect(url_row).to_have_count(1)
-    expect(rdata_row).to_have_count(1)
+    expect(natbib_row).to_have_count(1)
     expect(page.get_by_text("No PDFs on this note yet.", exact=True)).to_have_count(0)
-    if rdata_row.locator("progress").count():  # the worker may already be done with it
+    if natbib_row.locator("progress").count():  # the worker may already be done with it
         screenshot("attachments_processing")
 
     wait_until_ready(url_row, worker)
-    wait_until_ready(rdata_row, worker)
+    wait_until_ready(natbib_row, worker)
     expect(rows).to_have_count(2)
     assert_same_document(page)
-    expect(rdata_row).to_contain_text("41 pages")
-    expect(rdata_row.get_by_role("link", name="R-data.pdf", exact=True)).to_be_visible()
-    expect(rdata_row.get_by_role("link", name="Open", exact=True)).to_be_visible()
-    expect(rdata_row.get_by_role("button", name="Reprocess", exact=True)).to_be_visible()
+    expect(natbib_row).to_contain_text("26 pages")
+    expect(natbib_row.get_by_role("link", name="natbib.pdf", exact=True)).to_be_visible()
+    expect(natbib_row.get_by_role("link", name="Open", exact=True)).to_be_visible()
+    expect(natbib_row.get_by_role("button", name="Reprocess", exact=True)).to_be_visible()
 
     seen = seen_rows(page)
     assert len(seen) == 2, seen
@@ -199,12 +199,12 @@ def test_drop_two_pdfs_and_watch_them_become_ready(
     screenshot("attachments_ready")
 
     # The extracted text, page by page.
-    rdata_row.get_by_role("link", name="Page text", exact=True).click()
+    natbib_row.get_by_role("link", name="Page text", exact=True).click()
     expect(page).to_have_url(re.compile(r"/attachments/\d+/pages/$"))
-    expect(page.get_by_role("heading", name="R-data.pdf", exact=True)).to_be_visible()
+    expect(page.get_by_role("heading", name="natbib.pdf", exact=True)).to_be_visible()
     expect(page.get_by_role("heading", name="Page 1", exact=True)).to_be_visible()
-    expect(page.locator("#page-1")).to_contain_text("R Data Import/Export")
-    expect(page.locator("article.page-text")).to_have_count(41)
+    expect(page.locator("#page-1")).to_contain_text("Natural Sciences Citations")
+    expect(page.locator("article.page-text")).to_have_count(26)
     screenshot("attachments_page_text")
 
     assert js_errors == []

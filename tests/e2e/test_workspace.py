@@ -7,6 +7,9 @@ the note links back to the PDF page. At 390 px the panes are tabs and nothing ov
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 from playwright.sync_api import Page, expect
 
@@ -23,14 +26,23 @@ from tests.e2e.test_chat import (  # noqa: F401 - fixtures, shared
     note,
     shoot,
     wait_until_ready,
-    worker,
 )
-from tests.workers import Worker
+from tests.workers import Worker, run_worker
 
 pytestmark = pytest.mark.e2e
 
-GUIDE_TIMEOUT = 180_000  # ms: the notebook guide is written GUIDE_NOTEBOOK_DELAY after ready
+GUIDE_TIMEOUT = 180_000  # ms for the notebook guide after "Ready"
 SECOND = "How can I print web addresses in the same font as the surrounding text?"
+
+
+@pytest.fixture
+def worker(transactional_db, tmp_path: Path) -> Iterator[Worker]:
+    """test_chat's worker, writing the notebook guide as soon as a source is ready. With the
+    default debounce (GUIDE_NOTEBOOK_DELAY) the run is a django-q Schedule, which the cluster
+    looks at only every 30 s: up to half a minute of waiting here. The debounce itself is
+    tested in tests/guides/test_guides.py."""
+    with run_worker(log=tmp_path / "qcluster.log", GUIDE_NOTEBOOK_DELAY="0") as running:
+        yield running
 
 
 def no_overflow(page: Page) -> None:

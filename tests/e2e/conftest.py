@@ -98,6 +98,7 @@ def js_errors(page: Page) -> list[str]:
     page.on("pageerror", lambda exc: errors.append(f"uncaught: {exc}"))
     page.on("console", on_console)
     page.on("response", on_response)
+
     def on_failed(request: Request) -> None:
         # A request the browser dropped because the page navigated away (the login redirect
         # followed by a goto) is no error of the page's.

@@ -33,7 +33,6 @@ from tests.factories import NoteFactory
 pytestmark = pytest.mark.e2e
 
 
-
 def _ask_pdf_exists() -> bool:
     try:
         reverse("chat:ask_pdf", args=[1])

@@ -407,6 +407,9 @@ RERANKER_TIMEOUT = env_int("RERANKER_TIMEOUT", 10, minimum=1)  # seconds, then f
 # After this many failures in a row the reranker is skipped for RERANKER_BREAKER_SECONDS.
 RERANKER_BREAKER_FAILURES = env_int("RERANKER_BREAKER_FAILURES", 3, minimum=1)
 RERANKER_BREAKER_SECONDS = env_int("RERANKER_BREAKER_SECONDS", 60, minimum=1)
+# Search in any language (search/doc_rerank.py): with CHAT_MODEL set, the "documents" mode asks
+# the chat model to score each of its top candidates, this many requests at a time.
+RERANK_CONCURRENCY = env_int("RERANK_CONCURRENCY", 10, minimum=1)
 validate_reranker_config(
     backend=RERANKER, model=RERANKER_MODEL, url=RERANKER_URL, chat_model=CHAT_MODEL
 )

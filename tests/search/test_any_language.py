@@ -58,16 +58,18 @@ class Model:
     def __call__(self, body: dict[str, Any]):
         kind = kind_of(body)
         if kind == "expansion":
-            return self.expansion if not isinstance(self.expansion, dict) else Metadata(
-                self.expansion
+            return (
+                self.expansion if not isinstance(self.expansion, dict) else Metadata(self.expansion)
             )
         if kind == "tie-break":
             ids = DOC_ID.findall(user_of(body))
             return Metadata({"order": self.order or list(reversed(ids))})
         (doc_id,) = DOC_ID.findall(user_of(body))
         answer = self.relevancy.get(doc_id, 0.5)
-        turn = answer if not isinstance(answer, float | int) else Metadata(
-            {"docId": doc_id, "relevancy": answer}
+        turn = (
+            answer
+            if not isinstance(answer, float | int)
+            else Metadata({"docId": doc_id, "relevancy": answer})
         )
         return Delayed(self.delay, turn) if self.delay else turn
 

@@ -281,3 +281,159 @@ def test_the_page_shows_the_english_query_and_stage_timings(fake, alice_client, 
     assert 'id="search-latency"' in page
     assert 'id="search-expansion-note"' not in page
     assert "of bob" not in page
+
+
+# --- Whole documents: one hit per source, from the document vector and the best passage
+
+
+def profile(attachment, doc_type: str, name: str, extracted: dict[str, Any]):
+    """A ready profile with its canonical text embedded, as the intelligence task leaves it."""
+    import json
+
+    from attachments.models import SourceProfile
+    from notebook.embeddings import get_embedder
+
+    canonical = f"{name}\n{doc_type}\n{json.dumps(extracted)}"
+    (embedding,) = get_embedder().embed([canonical])
+    return SourceProfile.objects.create(
+        attachment=attachment,
+        doc_type=doc_type,
+        confidence=0.9,
+        better_name=name,
+        extracted=extracted,
+        method="offline",
+        canonical_text=canonical,
+        embedding=embedding,
+        status="ready",
+    )
+
+
+@pytest.fixture
+def profiled(shelf, alice):
+    receipt_data = {"merchant": "Rema 1000", "total": 231.5, "currency": "NOK"}
+    profile(shelf["receipt"], "receipt", "Rema 1000 grocery receipt", receipt_data)
+    profile(shelf["other"], "other", "River ecology annual report", {})
+    invoice = make_attachment(
+        shelf["note"], ["Invoice 2024-17 for consulting services, due in 30 days."],
+        config="english")  # fmt: skip
+    profile(invoice, "invoice", "Acme consulting invoice", {"invoice_number": "2024-17"})
+    # Bob's receipt is the closest match of all; alice must never see it.
+    profile(shelf["bob_receipt"], "receipt", "Grocery receipt", {"merchant": "bob's secret shop"})
+    return {**shelf, "invoice": invoice}
+
+
+@pytest.mark.django_db
+def test_documents_mode_gives_one_hit_per_source_from_the_users_own(offline, alice_api, profiled):
+    body = alice_api.get("/api/search", {"q": "grocery receipt", "mode": "documents"}).json()
+    ids = [d["attachment_id"] for d in body["documents"]]
+    assert body["hits"] == []
+    assert ids[0] == profiled["receipt"].pk
+    assert len(ids) == len(set(ids))
+    assert profiled["bob_receipt"].pk not in ids
+    top = body["documents"][0]
+    assert top["doc_type"] == "receipt"
+    assert top["better_name"] == "Rema 1000 grocery receipt"
+    assert top["display_name"].startswith("Receipt-")
+    assert top["similarity"] > 0.3
+    assert top["rerank"] is None  # offline: no rerank
+    assert "secret" not in str(body)
+
+
+@pytest.mark.django_db
+def test_the_document_vector_leg_is_scoped_in_sql(alice, profiled):
+    from notebook.embeddings import get_embedder
+    from search.documents import profile_vector
+    from search.retrieval import Scope
+
+    (embedding,) = get_embedder().embed(["Grocery receipt bob's secret shop"])
+    rows = profile_vector(user=alice, embedding=embedding, scope=Scope(), limit=1)
+    # LIMIT 1 after the scope: bob's closer profile cannot take the only slot and be dropped.
+    assert [pk for pk, _ in rows] == [profiled["receipt"].pk]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("mode", ["documents", "lexical", "hybrid"])
+def test_the_doc_type_filter_applies_in_every_mode(offline, alice_api, profiled, mode):
+    body = alice_api.get(
+        "/api/search", {"q": "receipt invoice", "mode": mode, "doc_type": "invoice"}
+    ).json()
+    found = [d["attachment_id"] for d in body["documents"]] + [
+        h["attachment_id"] for h in body["hits"]]  # fmt: skip
+    assert found
+    assert set(found) == {profiled["invoice"].pk}
+    assert body["info"]["doc_type"] == {"value": "invoice", "source": "user"}
+
+
+@pytest.mark.django_db
+def test_the_users_doc_type_wins_over_the_inferred_one(fake, alice_api, profiled):
+    Model(fake, relevancy={})  # expansion infers "receipt"
+    body = alice_api.get(
+        "/api/search",
+        {"q": "kvittering for dagligvarer", "mode": "documents", "doc_type": "invoice"},
+    ).json()
+    assert body["info"]["expansion"]["docType"] == "receipt"
+    assert body["info"]["doc_type"] == {"value": "invoice", "source": "user"}
+    assert [d["attachment_id"] for d in body["documents"]] == [profiled["invoice"].pk]
+
+
+@pytest.mark.django_db
+def test_documents_are_reranked_per_candidate_by_the_chat_model(
+    fake, settings, alice_api, profiled
+):
+    settings.RERANK_CONCURRENCY = 2
+    receipt, invoice = str(profiled["receipt"].pk), str(profiled["invoice"].pk)
+    model = Model(fake, relevancy={receipt: 0.97, invoice: 0.1}, delay=0.1)
+    body = alice_api.get(
+        "/api/search", {"q": "kvittering for dagligvarer", "mode": "documents"}
+    ).json()
+    top = body["documents"][0]
+    assert top["attachment_id"] == profiled["receipt"].pk
+    assert top["rerank"] >= 0.9
+    rerank = body["info"]["rerank"]
+    assert rerank["fallback"] is None
+    assert rerank["max_in_flight"] <= 2
+    assert fake.max_in_flight <= 2
+    # One call per candidate (alice's three documents), each with the original query and the
+    # candidate's extracted data; never bob's.
+    calls = model.calls("rerank")
+    assert len(calls) == 3
+    assert all("Query: kvittering for dagligvarer" in user_of(b) for b in calls)
+    assert any('"merchant": "Rema 1000"' in user_of(b) for b in calls)
+    assert not any("secret" in user_of(b) for b in fake.bodies)
+    assert set(body["info"]["stages"]) == {"expansion", "search", "rerank"}
+    assert body["timings_ms"]["rerank"] > 0
+
+
+@pytest.mark.django_db
+def test_a_failing_document_rerank_keeps_the_fused_order_with_the_badge(
+    fake, alice_client, alice_api, profiled
+):
+    Model(fake, relevancy={str(profiled["invoice"].pk): Status(429)})
+    offline_order = [
+        d["attachment_id"]
+        for d in alice_api.get(
+            "/api/search", {"q": "grocery receipt", "mode": "documents", "rerank": "false"}
+        ).json()["documents"]
+    ]
+    body = alice_api.get("/api/search", {"q": "grocery receipt", "mode": "documents"}).json()
+    assert [d["attachment_id"] for d in body["documents"]] == offline_order
+    assert "HTTP 429" in body["info"]["rerank"]["fallback"]
+    page = alice_client.get(
+        "/search/", {"q": "grocery receipt", "mode": "documents"}
+    ).content.decode()
+    assert 'id="search-rerank-fallback"' in page
+
+
+@pytest.mark.django_db
+def test_the_page_shows_documents_with_name_type_and_scores(fake, alice_client, profiled):
+    Model(fake, relevancy={str(profiled["receipt"].pk): 0.96})
+    page = alice_client.get(
+        "/search/", {"q": "kvittering for dagligvarer", "mode": "documents"}
+    ).content.decode()
+    assert 'class="card search-hit search-document"' in page
+    assert "Rema 1000 grocery receipt" in page
+    assert "Receipt-" in page  # the display name
+    assert "rerank 0.96" in page
+    assert "similarity " in page
+    assert 'id="search-rerank-count"' in page
+    assert "secret" not in page

@@ -37,6 +37,7 @@ from chat.tools import ToolContext, tools_for
 from notes import indexing
 from notes.models import Note
 from notes.services import note_create, notebook_create
+from search.documents import search_documents
 from search.retrieval import Mode, Scope, search
 from tests.attachments.test_pipeline import ingest
 from tests.conftest import upload
@@ -183,6 +184,45 @@ def test_search_never_shows_bobs_canary_document_or_counts(world, alice_client, 
                     else:
                         assert shown is not None, (url, form)
                         assert int(shown.group(1)) == count, (url, form)
+
+
+def profile_of(attachment: NoteAttachment, name: str, extracted: dict) -> None:
+    """A ready document profile (search in any language) with its canonical text embedded."""
+    from attachments.models import SourceProfile
+    from notebook.embeddings import get_embedder
+
+    canonical = f"{name}\nreceipt\n{json.dumps(extracted)}"
+    (embedding,) = get_embedder().embed([canonical])
+    SourceProfile.objects.create(
+        attachment=attachment, doc_type="receipt", better_name=name, extracted=extracted,
+        canonical_text=canonical, embedding=embedding, status="ready", method="offline",
+    )  # fmt: skip
+
+
+def test_document_search_never_shows_bobs_sources(world, alice_client, alice_api):
+    """The whole-documents mode over document vectors, and the doc-type filter, in every
+    combination: Bob's profile (the canary in its name and data, its vector closest to every
+    query) never reaches Alice; Bob himself finds it (the control)."""
+    profile_of(world.bobs_pdf, f"Bob's {CANARY} receipt", {"secret": BOB_SENTENCE})
+    profile_of(world.pdf, "URL package manual", {"topic": "urls"})
+    bobs = search_documents(user=world.bob, query=BOB_SENTENCE, limit=5).documents
+    assert world.bobs_pdf.pk in [d.attachment.pk for d in bobs]
+    for query in (*QUERIES, BOB_SENTENCE, f"Bob's {CANARY} receipt"):
+        for doc_type in ("", "receipt"):
+            params = {"q": query, "mode": "documents", "limit": 20, "doc_type": doc_type or None}
+            params = {k: v for k, v in params.items() if v is not None}
+            for response in (
+                alice_api.get("/api/search", params),
+                alice_api.post("/api/search", json.dumps(params), "application/json"),
+            ):
+                assert response.status_code == 200
+                body = response.json()
+                assert {d["attachment_id"] for d in body["documents"]} <= {world.pdf.pk}
+                assert_nothing_of_bobs(json.dumps(body["documents"]), f"/api/search {params}")
+            form = {"q": query, "mode": "documents", "sent": "1", "type": doc_type}
+            for url in ("/search/", f"/notebooks/{world.book.pk}/search/"):
+                page = alice_client.get(url, form).content.decode()
+                assert_nothing_of_bobs(results_part(page, query), f"{url} {form}")
 
 
 def test_pages_and_lists_count_only_alices_things(world, alice_client, alice_api):

@@ -413,11 +413,22 @@ API_ID_FILTERS: dict[tuple[str, str], list[dict[str, Any]]] = {
         {"q": "bob", "notebook_id": Bobs("notebook")},
         {"q": "bob", "note_id": Bobs("note")},
         {"q": "bob", "attachment_ids": [Bobs("attachment")]},
+        # The document-level mode and the doc-type filter check the same ids.
+        {"q": "bob", "mode": "documents", "notebook_id": Bobs("notebook")},
+        {"q": "bob", "mode": "documents", "note_id": Bobs("note"), "doc_type": "receipt"},
+        {"q": "bob", "mode": "documents", "attachment_ids": [Bobs("attachment")]},
     ],
     ("POST", "/api/search"): [
         {"q": "bob", "notebook_id": Bobs("notebook")},
         {"q": "bob", "note_id": Bobs("note")},
         {"q": "bob", "attachment_ids": [Bobs("attachment")]},
+        {"q": "bob", "mode": "documents", "notebook_id": Bobs("notebook")},
+        {
+            "q": "bob",
+            "mode": "documents",
+            "attachment_ids": [Bobs("attachment")],
+            "doc_type": "invoice",
+        },
     ],
     ("GET", "/api/conversations"): [
         {"notebook_id": Bobs("notebook")},

@@ -437,3 +437,18 @@ def test_the_page_shows_documents_with_name_type_and_scores(fake, alice_client, 
     assert "similarity " in page
     assert 'id="search-rerank-count"' in page
     assert "secret" not in page
+
+
+@pytest.mark.django_db
+def test_the_new_texts_are_translated(offline, alice_client, profiled):
+    page = alice_client.get(
+        "/search/", {"q": "grocery receipt", "mode": "documents"}, HTTP_ACCEPT_LANGUAGE="de"
+    ).content.decode()
+    assert "die Übersetzung braucht ein Chat-Modell" in page
+    assert "Ganze Dokumente" in page
+    assert "Quittungen" in page
+    page = alice_client.get(
+        "/search/", {"q": "grocery receipt", "mode": "documents"}, HTTP_ACCEPT_LANGUAGE="zh-hans"
+    ).content.decode()
+    assert "翻译需要聊天模型" in page
+    assert "整个文档" in page

@@ -15,12 +15,18 @@ from notes.models import Note
 
 
 def attachment_path(instance: NoteAttachment, filename: str) -> str:
-    # The user's filename is metadata only; on disk a file is <note id>/<uuid>.pdf.
-    return str(PurePosixPath("attachments") / str(instance.note_id) / f"{instance.uuid}.pdf")
+    # The user's filename is metadata only; on disk a file is <note id>/<uuid>.pdf (an image:
+    # <uuid>.<its detected format's extension>, which the caller passes as `filename`).
+    suffix = PurePosixPath(filename).suffix.lower() or ".pdf"
+    return str(PurePosixPath("attachments") / str(instance.note_id) / f"{instance.uuid}{suffix}")
 
 
 class NoteAttachment(models.Model):
-    """A PDF attached to a note, and the state of its ingestion."""
+    """A PDF or an image attached to a note, and the state of its ingestion."""
+
+    class Kind(models.TextChoices):
+        PDF = "pdf", "PDF"
+        IMAGE = "image", pgettext_lazy("attachment kind", "Image")
 
     class Status(models.TextChoices):
         PENDING = "pending", pgettext_lazy("attachment status", "Queued")
@@ -44,6 +50,8 @@ class NoteAttachment(models.Model):
     )
     file = models.FileField(upload_to=attachment_path, max_length=255)
     original_name = models.CharField(max_length=255)
+    # An image is OCR'd into one page and otherwise treated like a one-page PDF.
+    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.PDF)
     size = models.PositiveBigIntegerField()
     sha256 = models.CharField(max_length=64)
     page_count = models.PositiveIntegerField(null=True, blank=True)
@@ -96,10 +104,32 @@ class NoteAttachment(models.Model):
         return min(100, round(100 * self.progress_current / self.progress_total))
 
     @property
+    def is_image(self) -> bool:
+        return self.kind == self.Kind.IMAGE
+
+    @property
+    def extension(self) -> str:
+        """The stored file's extension (".pdf", ".png", …): what it is served as."""
+        return PurePosixPath(self.file.name).suffix.lower() or ".pdf"
+
+    @property
+    def media_type(self) -> str:
+        return _MEDIA_TYPES.get(self.extension, "application/pdf")
+
+    @property
     def is_locked(self) -> bool:
         from attachments.services import MAX_PASSWORD_ATTEMPTS
 
         return self.password_attempts >= MAX_PASSWORD_ATTEMPTS
+
+
+_MEDIA_TYPES = {
+    ".pdf": "application/pdf",
+    ".jpg": "image/jpeg",
+    ".png": "image/png",
+    ".gif": "image/gif",
+    ".webp": "image/webp",
+}
 
 
 class DocumentPage(models.Model):

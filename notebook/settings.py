@@ -312,6 +312,13 @@ NOTE_BODY_MAX_CHARS = env_int("NOTE_BODY_MAX_CHARS", 200_000, minimum=1_000)
 # --- PDF attachments and ingestion.
 MAX_UPLOAD_MB = env_int("MAX_UPLOAD_MB", 50, minimum=1)
 MAX_PDF_PAGES = env_int("MAX_PDF_PAGES", 2000, minimum=1)
+# At most this many files per upload request (page, drop zone, API); beyond, nothing is stored.
+MAX_UPLOAD_FILES = env_int("MAX_UPLOAD_FILES", 20, minimum=1)
+# An uploaded image may have at most this many pixels (width × height, from its header; a
+# decompression bomb is refused before any pixel is decoded).
+IMAGE_MAX_PIXELS = env_int("IMAGE_MAX_PIXELS", 40_000_000, minimum=1_000_000)
+# Thumbnails (WebP) fit in a square of this many pixels.
+THUMBNAIL_SIZE = env_int("THUMBNAIL_SIZE", 320, minimum=32)
 USER_QUOTA_MB = env_int("USER_QUOTA_MB", 2048, minimum=1)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024  # larger uploads spool to a temporary file
 DATA_UPLOAD_MAX_NUMBER_FILES = 50

@@ -55,6 +55,7 @@ OBJECT_PAGES = {
     "attachments:row": ("attachment", ["GET"]),
     "attachments:download": ("attachment", ["GET"]),
     "attachments:pages": ("attachment", ["GET"]),
+    "attachments:thumbnail": ("attachment", ["GET"]),
     "attachments:reprocess": ("attachment", ["POST"]),
     "attachments:delete": ("attachment", ["GET", "POST"]),
     "attachments:password": ("attachment", ["POST"]),

@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("attachments", "0007_page_lines_and_running_heads"),
+        ("attachments", "0008_source_profile"),
     ]
 
     operations = [

@@ -163,8 +163,8 @@ def test_the_default_concurrency_is_ten(fake, settings):
     assert settings.RERANK_CONCURRENCY == 10
     Model(fake, delay=0.1)
     outcome = rerank_documents("q", candidates(25))
-    assert fake.max_in_flight <= 10
-    assert outcome.max_in_flight == fake.max_in_flight
+    # The client's count can run a request ahead of the server's (connecting, sending).
+    assert 2 <= fake.max_in_flight <= outcome.max_in_flight <= 10
 
 
 def test_a_tie_among_the_best_triggers_exactly_one_tie_break(fake):
@@ -431,6 +431,7 @@ def test_the_page_shows_documents_with_name_type_and_scores(fake, alice_client, 
         "/search/", {"q": "kvittering for dagligvarer", "mode": "documents"}
     ).content.decode()
     assert 'class="card search-hit search-document"' in page
+    assert f'src="/attachments/{profiled["receipt"].pk}/thumbnail/"' in page
     assert "Rema 1000 grocery receipt" in page
     assert "Receipt-" in page  # the display name
     assert "rerank 0.96" in page

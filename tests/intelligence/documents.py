@@ -69,12 +69,12 @@ ORDER_LINES = [
     "Shipping to: Ola Nordmann, Oslo",
 ]
 ESSAY_LINES = [
-    "On the Migration of Arctic Terns",
-    "Arctic terns travel from their Arctic breeding grounds to the Antarctic and back",
-    "every year, the longest migration known in the animal kingdom. Tracking studies",
-    "with light-level geolocators showed that the birds follow winding routes along",
-    "the Atlantic, using prevailing winds rather than the shortest path. Over a",
-    "lifetime of thirty years a tern may fly the distance to the moon three times.",
+    "Movable Type and the Spread of Ideas",
+    "Johannes Gutenberg's press combined oil-based ink, a screw press adapted from",
+    "wine making and type cast from a lead alloy. Within fifty years printers worked in",
+    "more than two hundred cities, and the price of a book fell so far that students",
+    "could own the texts they studied. Historians still debate how much the press",
+    "changed how people read, argued and remembered.",
 ]
 
 

@@ -18,6 +18,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from attachments import selectors, services
 from attachments.models import NoteAttachment
+from attachments.naming import display_name
 from attachments.validation import download_name
 from notebook.ratelimit import (
     RateLimited,
@@ -198,7 +199,7 @@ def attachment_download(request: AuthenticatedHttpRequest, attachment_id: int) -
         attachment.file.open("rb"),
         content_type="application/pdf",
         as_attachment=request.GET.get("download") == "1",
-        filename=download_name(attachment.original_name),
+        filename=download_name(display_name(attachment)),
     )
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "sandbox; default-src 'none'; object-src 'none'"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import PurePosixPath
 
 from django.utils.text import slugify
@@ -44,7 +45,10 @@ def display_name(attachment: NoteAttachment) -> str:
     date = day.strftime("%Y%m%d") if day else "00000000"
     stem = PurePosixPath(attachment.original_name or "").stem
     slug = (
-        slugify((profile.better_name or stem).translate(FOLD))[:SLUG_MAX].strip("-") or "document"
+        slugify(re.sub(r"[\W_]+", " ", (profile.better_name or stem).translate(FOLD)))[
+            :SLUG_MAX
+        ].strip("-")
+        or "document"
     )
     short_id = attachment.uuid.hex[:8]
     return f"{label}-{date}-{slug}-{short_id}.{file_extension(attachment)}"

@@ -18,6 +18,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from attachments import selectors, services
 from attachments.models import NoteAttachment
+from attachments.naming import display_name
 from attachments.thumbnails import thumbnail_for
 from attachments.validation import download_name, upload_batch_limit_error
 from notebook.ratelimit import (
@@ -201,7 +202,7 @@ def attachment_download(request: AuthenticatedHttpRequest, attachment_id: int) -
         attachment.file.open("rb"),
         content_type=attachment.media_type,
         as_attachment=request.GET.get("download") == "1",
-        filename=download_name(attachment.original_name, attachment.extension),
+        filename=download_name(display_name(attachment), attachment.extension),
     )
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "sandbox; default-src 'none'; object-src 'none'"

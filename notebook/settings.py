@@ -78,6 +78,7 @@ INSTALLED_APPS = [
     "search",
     "chat",
     "guides",
+    "intelligence",
 ]
 
 MIDDLEWARE = [

@@ -649,3 +649,28 @@ def test_chosen_sources_naming_bobs_carry_nothing_of_his(world, alice_client, al
             result = tool.run(context, arguments)
             assert_nothing_of_bobs(result.content + json.dumps(result.passages), tool.name)
             assert {p["note_id"] for p in result.passages} <= {world.note.pk}
+
+
+# --- document intelligence: profiles, the split view --------------------------------------------
+
+
+def test_bobs_extracted_data_never_reaches_alice(world, alice_client, alice_api):
+    from attachments.models import SourceProfile
+    from intelligence.services import profile_build, profile_edit, profile_request
+
+    for pdf in (world.pdf, world.bobs_pdf):
+        profile = profile_request(attachment_id=pdf.pk)
+        assert profile is not None
+        assert profile_build(profile_id=profile.pk, token=profile.token)
+    bobs = SourceProfile.objects.get(attachment=world.bobs_pdf)
+    profile_edit(profile=bobs, better_name=f"Bob's {CANARY}", extracted={"secret": BOB_SENTENCE})
+    assert alice_client.get(f"/sources/{world.bobs_pdf.pk}/").status_code == 404
+    assert alice_api.get(f"/api/attachments/{world.bobs_pdf.pk}/profile").status_code == 404
+    own = alice_client.get(f"/sources/{world.pdf.pk}/")
+    assert own.status_code == 200
+    assert_nothing_of_bobs(own.content.decode(), "Alice's split view")
+    api = alice_api.get(f"/api/attachments/{world.pdf.pk}/profile")
+    assert api.status_code == 200
+    assert_nothing_of_bobs(api.content.decode(), "Alice's profile API")
+    workspace = alice_client.get(f"/notebooks/{world.book.pk}/").content.decode()
+    assert_nothing_of_bobs(workspace, "the workspace with profiles")

@@ -228,8 +228,10 @@ def attachment_reprocess(*, attachment: NoteAttachment) -> NoteAttachment:
 
 def _guides_after_reprocess(attachment: NoteAttachment) -> None:
     from guides.services import guides_after_reprocess
+    from intelligence.services import profile_after_reprocess
 
     guides_after_reprocess(attachment=attachment)
+    profile_after_reprocess(attachment=attachment)
 
 
 def _guides_after_delete(notebook_id: int) -> None:

@@ -218,10 +218,13 @@ def _thumbnail(attachment: NoteAttachment, source: Path) -> None:
 
 
 def _after_ready(attachment_id: int) -> None:
-    """Its guide and its notebook's are written next (guides/; never fails the run)."""
+    """Its guide and its notebook's are written next (guides/), and its profile (intelligence/);
+    neither ever fails the run."""
     from guides.services import guides_after_ready
+    from intelligence.services import profile_after_ready
 
     guides_after_ready(attachment_id=attachment_id)
+    profile_after_ready(attachment_id=attachment_id)
 
 
 def _retry_later(run: _Run, reason: str) -> None:

@@ -193,9 +193,11 @@ def profile_of(attachment: NoteAttachment, name: str, extracted: dict) -> None:
 
     canonical = f"{name}\nreceipt\n{json.dumps(extracted)}"
     (embedding,) = get_embedder().embed([canonical])
-    SourceProfile.objects.create(
-        attachment=attachment, doc_type="receipt", better_name=name, extracted=extracted,
-        canonical_text=canonical, embedding=embedding, status="ready", method="offline",
+    SourceProfile.objects.update_or_create(
+        attachment=attachment,
+        defaults={"doc_type": "receipt", "better_name": name, "extracted": extracted,
+                  "canonical_text": canonical, "embedding": embedding, "status": "ready",
+                  "method": "offline"},
     )  # fmt: skip
 
 

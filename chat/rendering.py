@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from html import escape
 from html.parser import HTMLParser
+from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import urlencode
 
@@ -153,22 +154,19 @@ def _source(
 
 
 def _image_ids(citations: list[dict[str, Any]]) -> frozenset[int]:
-    """Which of the cited attachments are images (one query; none without document citations).
-    The citations were verified against the asker's sources when they were written."""
-    from attachments.models import NoteAttachment
+    """Which of the cited attachments are images. The extension decided that at upload
+    (attachments.validation.upload_kind: an image's name ends in an image extension, and a
+    file under such a name that is not an image was refused), so the cited file's name says
+    it, without a query."""
+    from attachments.validation import UPLOAD_TYPES, SourceKind
 
     ids = set()
     for citation in citations:
-        if citation.get("kind") == "document":
+        suffix = PurePosixPath(str(citation.get("file", ""))).suffix.lower()
+        if citation.get("kind") == "document" and UPLOAD_TYPES.get(suffix) is SourceKind.IMAGE:
             with contextlib.suppress(KeyError, TypeError, ValueError):
                 ids.add(int(citation["attachment_id"]))
-    if not ids:
-        return frozenset()
-    return frozenset(
-        NoteAttachment.objects.filter(pk__in=ids, kind=NoteAttachment.Kind.IMAGE).values_list(
-            "pk", flat=True
-        )
-    )
+    return frozenset(ids)
 
 
 def sources(message: Message) -> list[Source]:

@@ -59,11 +59,14 @@ BOB_ONLY = (CANARY, "natbib.pdf", "Bob's", "Patrick W. Daly", "harvard, apalike"
 def world(django_db_setup, django_db_blocker, tmp_path_factory):
     """Built once for the module and committed (ingesting two real PDFs takes a while); each
     test runs in a transaction on top of it. The `alice` and `bob` fixtures are these users."""
-    with django_db_blocker.unblock(), override_settings(MEDIA_ROOT=tmp_path_factory.mktemp("m")):
+    media = tmp_path_factory.mktemp("m")
+    with django_db_blocker.unblock(), override_settings(MEDIA_ROOT=media):
         queued = set(OrmQ.objects.values_list("pk", flat=True))
         schedules = set(Schedule.objects.values_list("pk", flat=True))
         try:
-            yield build_world()
+            world = build_world()
+            world.media = media  # where its files are (each test gets a fresh MEDIA_ROOT)
+            yield world
         finally:  # committed: leave the database as the next module expects it
             User.objects.filter(username__in=["alice", "bob"]).delete()
             OrmQ.objects.exclude(pk__in=queued).delete()  # the tasks our commits queued
@@ -676,3 +679,34 @@ def test_bobs_extracted_data_never_reaches_alice(world, alice_client, alice_api)
     assert_nothing_of_bobs(api.content.decode(), "Alice's profile API")
     workspace = alice_client.get(f"/notebooks/{world.book.pk}/").content.decode()
     assert_nothing_of_bobs(workspace, "the workspace with profiles")
+
+
+def test_bobs_thumbnails_never_reach_alice(world, alice_client, settings):
+    """Thumbnails (#17): Bob's files have theirs (made after ingestion, or on request for his
+    pending one: none); Alice asking for them by id gets a 404 with nothing of them, and her
+    pages link only her own."""
+    from django.test import Client
+
+    from attachments.thumbnails import thumbnail_path
+
+    settings.MEDIA_ROOT = world.media
+    bob = Client()
+    bob.force_login(world.bob)
+    bobs = bob.get(f"/attachments/{world.bobs_pdf.pk}/thumbnail/")
+    assert bobs.status_code == 200
+    bobs_bytes = b"".join(bobs.streaming_content)
+    assert bobs_bytes.startswith(b"RIFF")
+    assert thumbnail_path(world.bobs_pdf).exists()
+    for attachment in NoteAttachment.objects.filter(uploaded_by=world.bob):
+        response = alice_client.get(f"/attachments/{attachment.pk}/thumbnail/")
+        assert response.status_code == 404
+        assert bobs_bytes[:64] not in response.content
+        assert_nothing_of_bobs(response.content.decode(), "a thumbnail of Bob's")
+    mine = alice_client.get(f"/attachments/{world.pdf.pk}/thumbnail/")
+    assert mine.status_code == 200
+    assert b"".join(mine.streaming_content) != bobs_bytes
+    pages = [f"/notebooks/{world.book.pk}/", f"/notes/{world.note.pk}/", "/search/?q=natbib"]
+    for url in pages:
+        html = alice_client.get(url, follow=True).content.decode()
+        shown = set(re.findall(r"/attachments/(\d+)/thumbnail/", html))
+        assert shown <= {str(world.pdf.pk)}, url

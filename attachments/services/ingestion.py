@@ -280,9 +280,14 @@ def _read_image(run: _Run) -> list[ExtractedPage]:
         raise PdfError("OCR is turned off on this server (OCR_ENABLED), so images cannot be read.")
     started = time.monotonic()
     run.progress(Stage.OCR, 0, 1, force=True)
-    text = ocr_image(
-        Path(attachment.file.path), on_progress=lambda done, n: run.progress(Stage.OCR, done, n)
-    )
+    try:
+        text = ocr_image(
+            Path(attachment.file.path),
+            on_progress=lambda done, n: run.progress(Stage.OCR, done, n),
+        )
+    except PdfError as exc:  # the child's messages speak of PDFs
+        message = str(exc).replace("The PDF reader", "The image reader")
+        raise PdfError(message.replace("The PDF", "The image")) from None
     run.timings["ocr"] = round(time.monotonic() - started, 3)
     if not text.strip():
         raise PdfError(

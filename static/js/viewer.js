@@ -146,6 +146,7 @@
     const caption = el("image-quote");
     caption.textContent = state.quote;
     caption.hidden = !state.quote;
+    el("quote").hidden = true; // shown under the image instead
     setStatus(gettext("Loading the image…"), "busy");
     state.root.setAttribute("aria-busy", "true");
     const generation = state.generation;

@@ -337,3 +337,28 @@ def test_the_api_lists_kind(alice, alice_api, note):
     listed = alice_api.get(f"/api/notes/{note.pk}/attachments").json()
     assert [a["kind"] for a in listed] == ["image"]
     assert json.dumps(listed)
+
+
+def test_an_image_without_text_or_damaged_past_its_header_fails_with_a_reason(
+    alice, notebook, note
+):
+    blank = io.BytesIO()
+    Image.new("RGB", (300, 200), "white").save(blank, format="PNG")
+    added = source_add(
+        user=alice, notebook=notebook, note=note, uploaded=_file("blank.png", blank.getvalue())
+    )
+    failed = ingest(added.attachment)
+    assert failed.status == "failed"
+    assert (
+        failed.error
+        == "No text was found in this image by OCR. It may contain no readable writing."
+    )
+    assert not DocumentPage.objects.filter(attachment=failed).exists()
+
+    whole = text_image("JPEG", lines=["Truncated"])
+    cut = whole[: len(whole) // 2]  # the header is intact: accepted, then unreadable
+    added = source_add(user=alice, notebook=notebook, note=note, uploaded=_file("cut.jpg", cut))
+    failed = ingest(added.attachment)
+    assert failed.status == "failed"
+    assert failed.error.startswith("The image cannot be read"), failed.error
+    assert "PDF" not in failed.error

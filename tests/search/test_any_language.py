@@ -432,6 +432,8 @@ def test_the_page_shows_documents_with_name_type_and_scores(fake, alice_client, 
     ).content.decode()
     assert 'class="card search-hit search-document"' in page
     assert f'src="/attachments/{profiled["receipt"].pk}/thumbnail/"' in page
+    # The name opens the full-screen split view (document left, extracted data right).
+    assert f'<a class="hit-title" href="/sources/{profiled["receipt"].pk}/">Receipt-' in page
     assert "Rema 1000 grocery receipt" in page
     assert "Receipt-" in page  # the display name
     assert "rerank 0.96" in page

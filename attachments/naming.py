@@ -10,7 +10,7 @@ from django.utils.text import slugify
 from attachments.models import NoteAttachment, SourceProfile
 
 # DocType values as they appear in a display name: "FlightTicket-20260312-...".
-TYPE_LABELS = {
+TYPE_LABELS: dict[str, str] = {
     SourceProfile.DocType.INVOICE: "Invoice",
     SourceProfile.DocType.RECEIPT: "Receipt",
     SourceProfile.DocType.FLIGHT_TICKET: "FlightTicket",

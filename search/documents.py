@@ -185,7 +185,7 @@ def search_documents(
             attachment=attachments[pk],
             fused=fused[pk],
             similarity=similarity.get(pk),
-            passage=(by_document.get(pk) or [None])[0],
+            passage=next(iter(by_document.get(pk, [])), None),
             passage_rank=passage_rank.get(pk),
         )
         for pk in order

@@ -189,7 +189,7 @@ def test_search_never_shows_bobs_canary_document_or_counts(world, alice_client, 
                         assert int(shown.group(1)) == count, (url, form)
 
 
-def profile_of(attachment: NoteAttachment, name: str, extracted: dict) -> None:
+def profile_of(attachment: NoteAttachment, name: str, extracted: dict[str, str]) -> None:
     """A ready document profile (search in any language) with its canonical text embedded."""
     from attachments.models import SourceProfile
     from notebook.embeddings import get_embedder

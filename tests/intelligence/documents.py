@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import random
 from pathlib import Path
+from typing import cast
 
 from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
@@ -90,13 +91,16 @@ def _draw(lines: list[str], size: tuple[int, int], font: Path, points: int) -> I
 def photo_like(image: Image.Image, seed: int = 17) -> Image.Image:
     """Paper on a table, a little tilted, soft and noisy, like a phone photo of a receipt."""
     rng = random.Random(seed)  # noqa: S311 - noise, not secrets
-    paper = image.rotate(1.5, expand=True, fillcolor=(120, 104, 86), resample=Image.BICUBIC)
+    paper = image.rotate(
+        1.5, expand=True, fillcolor=(120, 104, 86), resample=Image.Resampling.BICUBIC
+    )
     table = Image.new("RGB", (paper.width + 80, paper.height + 80), (120, 104, 86))
     table.paste(paper, (40, 40))
     pixels = table.load()
+    assert pixels is not None
     for _ in range(table.width * table.height // 60):
         x, y = rng.randrange(table.width), rng.randrange(table.height)
-        r, g, b = pixels[x, y]
+        r, g, b = cast("tuple[int, int, int]", pixels[x, y])
         d = rng.randint(-25, 25)
         pixels[x, y] = (max(0, min(255, r + d)), max(0, min(255, g + d)), max(0, min(255, b + d)))
     return table.filter(ImageFilter.GaussianBlur(0.6))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -76,10 +77,11 @@ def fake(settings):
     rerank.reset_state()
 
 
-def documents(client, query: str = QUERY, **params) -> dict:
+def documents(client: Any, query: str = QUERY, **params: Any) -> dict[str, Any]:
     response = client.get("/api/search", {"q": query, "mode": "documents", **params})
     assert response.status_code == 200, response.content
-    return response.json()
+    body: dict[str, Any] = response.json()
+    return body
 
 
 def test_all_five_reach_ready_with_type_name_data_and_vector(five):

@@ -18,7 +18,7 @@ from attachments.schemas import (
     UploadErrorOut,
     UploadOut,
 )
-from attachments.validation import download_name
+from attachments.validation import download_name, upload_batch_limit_error
 from notebook.ratelimit import rate_limit, user_key
 from notebook.types import AuthenticatedHttpRequest
 from notes.selectors import note_get
@@ -33,11 +33,17 @@ def create_attachments(
     request: AuthenticatedHttpRequest, note_id: int, files: File[list[UploadedFile]]
 ) -> Status[UploadOut]:
     """Upload one or more files (multipart field `files`): PDFs are attached to the note; a
-    Markdown (.md) or text (.txt) file becomes a new note of the same notebook (`notes`). Any
-    other extension is refused (`file_type`) before anything is stored. Each file is checked
-    on its own: 201 if at least one was stored, else 409 (all duplicates) or 422, with a reason
-    per file. More files than the upload rate allows: 429 with Retry-After, nothing stored."""
+    Markdown (.md) or text (.txt) file becomes a new note of the same notebook (`notes`); an
+    image (.jpg, .jpeg, .png, .gif, .webp, checked by content) is attached and OCR'd like a
+    one-page PDF. Any other extension is refused (`file_type`) before anything is stored, and
+    so is a request with more than MAX_UPLOAD_FILES files (`too_many_files`, 422). Each file
+    is checked on its own: 201 if at least one was stored, else 409 (all duplicates) or 422,
+    with a reason per file. More files than the upload rate allows: 429 with Retry-After,
+    nothing stored."""
     note = note_get(user=request.user, note_id=note_id)
+    if (too_many := upload_batch_limit_error(len(files))) is not None:
+        error = UploadErrorOut(file="", detail=" ".join(too_many.messages), code="too_many_files")
+        return Status(422, UploadOut(attachments=[], notes=[], errors=[error]))
     rate_limit(scope="upload", key=user_key(request.user), cost=len(files))
     created: list[NoteAttachment] = []
     notes: list[TextSourceOut] = []
@@ -103,13 +109,13 @@ def retrieve_attachment(request: AuthenticatedHttpRequest, attachment_id: int) -
 
 @router.get("/attachments/{attachment_id}/file")
 def download_attachment(request: AuthenticatedHttpRequest, attachment_id: int) -> FileResponse:
-    """The original PDF as uploaded."""
+    """The original file (PDF or image) as uploaded."""
     attachment = selectors.attachment_get(user=request.user, attachment_id=attachment_id)
     response = FileResponse(
         attachment.file.open("rb"),
-        content_type="application/pdf",
+        content_type=attachment.media_type,
         as_attachment=True,
-        filename=download_name(attachment.original_name),
+        filename=download_name(attachment.original_name, attachment.extension),
     )
     response["X-Content-Type-Options"] = "nosniff"
     return response

@@ -15,12 +15,18 @@ from notes.models import Note
 
 
 def attachment_path(instance: NoteAttachment, filename: str) -> str:
-    # The user's filename is metadata only; on disk a file is <note id>/<uuid>.pdf.
-    return str(PurePosixPath("attachments") / str(instance.note_id) / f"{instance.uuid}.pdf")
+    # The user's filename is metadata only; on disk a file is <note id>/<uuid>.pdf (an image:
+    # <uuid>.<its detected format's extension>, which the caller passes as `filename`).
+    suffix = PurePosixPath(filename).suffix.lower() or ".pdf"
+    return str(PurePosixPath("attachments") / str(instance.note_id) / f"{instance.uuid}{suffix}")
 
 
 class NoteAttachment(models.Model):
-    """A PDF attached to a note, and the state of its ingestion."""
+    """A PDF or an image attached to a note, and the state of its ingestion."""
+
+    class Kind(models.TextChoices):
+        PDF = "pdf", "PDF"
+        IMAGE = "image", pgettext_lazy("attachment kind", "Image")
 
     class Status(models.TextChoices):
         PENDING = "pending", pgettext_lazy("attachment status", "Queued")
@@ -44,6 +50,8 @@ class NoteAttachment(models.Model):
     )
     file = models.FileField(upload_to=attachment_path, max_length=255)
     original_name = models.CharField(max_length=255)
+    # An image is OCR'd into one page and otherwise treated like a one-page PDF.
+    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.PDF)
     size = models.PositiveBigIntegerField()
     sha256 = models.CharField(max_length=64)
     page_count = models.PositiveIntegerField(null=True, blank=True)
@@ -96,10 +104,32 @@ class NoteAttachment(models.Model):
         return min(100, round(100 * self.progress_current / self.progress_total))
 
     @property
+    def is_image(self) -> bool:
+        return self.kind == self.Kind.IMAGE
+
+    @property
+    def extension(self) -> str:
+        """The stored file's extension (".pdf", ".png", …): what it is served as."""
+        return PurePosixPath(self.file.name).suffix.lower() or ".pdf"
+
+    @property
+    def media_type(self) -> str:
+        return _MEDIA_TYPES.get(self.extension, "application/pdf")
+
+    @property
     def is_locked(self) -> bool:
         from attachments.services import MAX_PASSWORD_ATTEMPTS
 
         return self.password_attempts >= MAX_PASSWORD_ATTEMPTS
+
+
+_MEDIA_TYPES = {
+    ".pdf": "application/pdf",
+    ".jpg": "image/jpeg",
+    ".png": "image/png",
+    ".gif": "image/gif",
+    ".webp": "image/webp",
+}
 
 
 class DocumentPage(models.Model):
@@ -203,3 +233,74 @@ class ChunkVector(models.Model):
 
     def __str__(self) -> str:
         return f"{self.chunk} window {self.window}"
+
+
+class SourceProfile(models.Model):
+    """What a source is: its document type, a human-friendly name, type-specific structured
+    data and a document-level vector of its canonical text. Written in the background by
+    `intelligence` after the source is ready.
+
+    `token` fences the runs like guides: every request bumps it, and a run writes only while
+    the row still carries the token it was queued with. `edited` marks the owner's own
+    name/type/data: a regeneration keeps those and refreshes only the rest."""
+
+    class DocType(models.TextChoices):
+        INVOICE = "invoice", pgettext_lazy("document type", "Invoice")
+        RECEIPT = "receipt", pgettext_lazy("document type", "Receipt")
+        FLIGHT_TICKET = "flight_ticket", pgettext_lazy("document type", "Flight ticket")
+        ORDER_CONFIRMATION = (
+            "order_confirmation",
+            pgettext_lazy("document type", "Order confirmation"),
+        )
+        OTHER = "other", pgettext_lazy("document type", "Other")
+
+    class Status(models.TextChoices):
+        PENDING = "pending", pgettext_lazy("profile status", "Queued")
+        PROCESSING = "processing", pgettext_lazy("profile status", "Being analysed")
+        READY = "ready", pgettext_lazy("profile status", "Ready")
+        FAILED = "failed", pgettext_lazy("profile status", "Failed")
+
+    attachment = models.OneToOneField(
+        NoteAttachment, on_delete=models.CASCADE, related_name="profile"
+    )
+    doc_type = models.CharField(max_length=24, choices=DocType.choices, default=DocType.OTHER)
+    confidence = models.FloatField(default=0)
+    better_name = models.CharField(max_length=200, blank=True)
+    doc_date = models.DateField(null=True, blank=True)
+    extracted = models.JSONField(default=dict, blank=True)
+    edited = models.BooleanField(default=False)
+    method = models.CharField(max_length=16, blank=True)  # "llm" | "offline"
+    model = models.CharField(max_length=200, blank=True)  # the chat model, for "llm"
+    canonical_text = models.TextField(blank=True)
+    embedding = VectorField(dimensions=settings.EMBEDDING_DIMENSIONS, null=True, blank=True)
+    embedding_model = models.CharField(max_length=200, blank=True)
+    timings = models.JSONField(default=dict, blank=True)  # {"classification": s, ...}
+
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.PENDING)
+    token = models.PositiveIntegerField(default=0)
+    attempts = models.PositiveSmallIntegerField(default=0)  # runs for the current token
+    error = models.TextField(blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    ready_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["doc_type"], name="profile_doc_type"),
+            models.Index(fields=["status", "heartbeat_at"], name="profile_status_heartbeat"),
+            HnswIndex(
+                name="sourceprofile_embedding_hnsw",
+                fields=["embedding"],
+                m=16,
+                ef_construction=64,
+                opclasses=["vector_cosine_ops"],
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_doc_type_display()}: {self.better_name or self.attachment_id}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in (self.Status.PENDING, self.Status.PROCESSING)

@@ -9,6 +9,7 @@ class AttachmentOut(Schema):
     id: int
     note_id: int
     original_name: str
+    kind: str  # "pdf" | "image"
     size: int
     sha256: str
     page_count: int | None

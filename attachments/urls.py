@@ -18,6 +18,9 @@ urlpatterns = [
     path("attachments/<int:attachment_id>/file/", views.attachment_download, name="download"),
     path("attachments/<int:attachment_id>/pages/", views.attachment_pages, name="pages"),
     path(
+        "attachments/<int:attachment_id>/thumbnail/", views.attachment_thumbnail, name="thumbnail"
+    ),
+    path(
         "attachments/<int:attachment_id>/reprocess/", views.attachment_reprocess, name="reprocess"
     ),
     path("attachments/<int:attachment_id>/delete/", views.attachment_delete, name="delete"),

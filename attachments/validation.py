@@ -8,6 +8,7 @@ import hashlib
 import io
 import re
 import unicodedata
+import warnings
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import PurePosixPath, PureWindowsPath
@@ -32,17 +33,53 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 class SourceKind(StrEnum):
     PDF = "pdf"  # stored as a file, hashed as bytes, ingested by the worker
     TEXT = "text"  # becomes a note: decoded, normalised, hashed as text
+    IMAGE = "image"  # stored as a file like a PDF, hashed as bytes, OCR'd by the worker
 
 
 # What may be uploaded, by extension (lower case): the one place that says so. Everything
-# else is refused before anything is stored. Images join here (issue #17).
+# else is refused before anything is stored. An image's extension only routes it: its
+# content decides (validate_image_upload).
 UPLOAD_TYPES: dict[str, SourceKind] = {
     ".pdf": SourceKind.PDF,
     ".md": SourceKind.TEXT,
     ".txt": SourceKind.TEXT,
+    ".jpg": SourceKind.IMAGE,
+    ".jpeg": SourceKind.IMAGE,
+    ".png": SourceKind.IMAGE,
+    ".gif": SourceKind.IMAGE,
+    ".webp": SourceKind.IMAGE,
 }
 # Media types a browser's file picker may offer besides the extensions (the `accept` list).
-UPLOAD_MEDIA_TYPES = ("application/pdf", "text/markdown", "text/plain")
+UPLOAD_MEDIA_TYPES = (
+    "application/pdf",
+    "text/markdown",
+    "text/plain",
+    "image/jpeg",
+    "image/png",
+    "image/gif",
+    "image/webp",
+)
+# Image formats accepted (as Pillow detects them from the content) → the extension and media
+# type the stored file is kept and served under, whatever the upload was called.
+IMAGE_FORMATS: dict[str, tuple[str, str]] = {
+    "JPEG": (".jpg", "image/jpeg"),
+    "PNG": (".png", "image/png"),
+    "GIF": (".gif", "image/gif"),
+    "WEBP": (".webp", "image/webp"),
+}
+
+
+def upload_batch_limit_error(count: int) -> ValidationError | None:
+    """A refusal naming the limit when one request brings more than MAX_UPLOAD_FILES files
+    (nothing of such a batch is stored), else None."""
+    limit = settings.MAX_UPLOAD_FILES
+    if count <= limit:
+        return None
+    return ValidationError(
+        gettext("%(count)s files at once is too many: add at most %(limit)s files at a time.")
+        % {"count": count, "limit": limit},
+        code="too_many_files",
+    )
 
 
 def upload_accept() -> str:
@@ -71,6 +108,8 @@ class ValidatedUpload:
     sha256: str
     page_count: int | None  # None when encrypted or too damaged to count here
     encrypted: bool
+    kind: str = "pdf"  # NoteAttachment.Kind
+    extension: str = ".pdf"  # what the file is stored and served as
 
 
 def clean_filename(raw: str | None) -> str:
@@ -85,11 +124,15 @@ def clean_filename(raw: str | None) -> str:
     return name
 
 
-def download_name(name: str) -> str:
-    """The name a stored file is served under: the user's name, ending in `.pdf` because what
-    we serve is a PDF whatever the upload was called. The extension is appended, not swapped
-    (`report.html` → `report.html.pdf`), so no part of the user's name is lost or guessed at."""
-    return name if name.lower().endswith(".pdf") else f"{name}.pdf"
+def download_name(name: str, extension: str = ".pdf") -> str:
+    """The name a stored file is served under: the user's name, ending in the extension of
+    what we serve (`.pdf` for a PDF, the detected format's for an image) whatever the upload
+    was called. The extension is appended, not swapped (`report.html` → `report.html.pdf`),
+    so no part of the user's name is lost or guessed at; `.jpeg` passes for `.jpg`."""
+    lower = name.lower()
+    if lower.endswith(extension) or (extension == ".jpg" and lower.endswith(".jpeg")):
+        return name
+    return f"{name}{extension}"
 
 
 def _human(size: int) -> str:
@@ -283,4 +326,77 @@ def _too_long(name: str) -> ValidationError:
             "limit": number_format(settings.NOTE_BODY_MAX_CHARS, force_grouping=True),
         },
         code="too_long",
+    )
+
+
+def _not_an_image(name: str) -> ValidationError:
+    return ValidationError(
+        gettext(
+            "“%(name)s” is not a JPEG, PNG, GIF or WebP image (its content is not one, "
+            "whatever its name)."
+        )
+        % {"name": name},
+        code="not_image",
+    )
+
+
+def validate_image_upload(*, user: User, uploaded: UploadedFile[bytes]) -> ValidatedUpload:
+    """Raise ValidationError with a message naming the file unless it is an image we accept,
+    judged by its content (Pillow opens and verifies it; a `.png` that is a JPEG is fine, one
+    that is a PDF or text is not), within the size cap and IMAGE_MAX_PIXELS (a decompression
+    bomb is refused from its header, before any pixel is decoded), and the quota."""
+    from PIL import Image
+
+    name = clean_filename(uploaded.name)
+    size = uploaded.size or 0
+    limit = settings.MAX_UPLOAD_MB * MB
+    if size > limit:
+        raise ValidationError(
+            gettext("“%(name)s” is %(size)s; the limit is %(limit)s MB.")
+            % {"name": name, "size": _human(size), "limit": settings.MAX_UPLOAD_MB},
+            code="too_large",
+        )
+    if size == 0:
+        raise ValidationError(gettext("“%(name)s” is empty.") % {"name": name}, code="empty")
+    digest = hashlib.sha256()
+    uploaded.seek(0)
+    for chunk in uploaded.chunks():
+        digest.update(chunk)
+    uploaded.seek(0)
+    path = getattr(uploaded, "temporary_file_path", None)
+    try:
+        source = path() if path else io.BytesIO(uploaded.read())
+        # Formats limited to those we accept: Pillow does not even try the others' parsers.
+        # Between its own cap and twice that, Pillow only warns: ours is checked below.
+        with (
+            warnings.catch_warnings(action="ignore", category=Image.DecompressionBombWarning),
+            Image.open(source, formats=list(IMAGE_FORMATS)) as image,
+        ):
+            detected = image.format or ""
+            width, height = image.size
+            if detected in IMAGE_FORMATS and width * height <= settings.IMAGE_MAX_PIXELS:
+                image.verify()
+    except Image.DecompressionBombError:  # far over Pillow's own cap: a bomb
+        raise _too_many_pixels(name) from None
+    except Exception:  # UnidentifiedImageError, or a file its parser chokes on
+        raise _not_an_image(name) from None
+    finally:
+        uploaded.seek(0)
+    if detected not in IMAGE_FORMATS:
+        raise _not_an_image(name)
+    if width * height > settings.IMAGE_MAX_PIXELS:
+        raise _too_many_pixels(name)
+    check_quota(user=user, name=name, size=size)
+    extension = IMAGE_FORMATS[detected][0]
+    return ValidatedUpload(name, size, digest.hexdigest(), 1, False, "image", extension)
+
+
+def _too_many_pixels(name: str) -> ValidationError:
+    return ValidationError(
+        gettext("“%(name)s” has too many pixels: the limit is %(limit)s megapixels.")
+        % {
+            "name": name,
+            "limit": number_format(settings.IMAGE_MAX_PIXELS / 1_000_000, decimal_pos=0),
+        },
+        code="too_many_pixels",
     )

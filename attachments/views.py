@@ -8,7 +8,7 @@ import re
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import FileResponse, HttpResponse
+from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.html import escape, format_html
@@ -18,7 +18,9 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from attachments import selectors, services
 from attachments.models import NoteAttachment
-from attachments.validation import download_name
+from attachments.naming import display_name
+from attachments.thumbnails import thumbnail_for
+from attachments.validation import download_name, upload_batch_limit_error
 from notebook.ratelimit import (
     RateLimited,
     rate_limit,
@@ -98,6 +100,8 @@ def _upload(
     files = request.FILES.getlist("files")
     if not files:
         return _refuse(request, fragment, back, gettext("Choose one or more files first."))
+    if (too_many := upload_batch_limit_error(len(files))) is not None:
+        return _refuse(request, fragment, back, " ".join(too_many.messages))
     try:
         rate_limit(scope="upload", key=user_key(request.user), cost=len(files))
     except RateLimited as exc:
@@ -196,12 +200,27 @@ def attachment_download(request: AuthenticatedHttpRequest, attachment_id: int) -
     # and escapes quotes; the name was stripped of control characters at upload.
     response = FileResponse(
         attachment.file.open("rb"),
-        content_type="application/pdf",
+        content_type=attachment.media_type,
         as_attachment=request.GET.get("download") == "1",
-        filename=download_name(attachment.original_name),
+        filename=download_name(display_name(attachment), attachment.extension),
     )
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "sandbox; default-src 'none'; object-src 'none'"
+    response["Cache-Control"] = "private, max-age=3600"
+    return response
+
+
+@login_required
+@require_http_methods(["GET"])
+def attachment_thumbnail(request: AuthenticatedHttpRequest, attachment_id: int) -> HttpResponse:
+    """A small WebP of the source (an image scaled down, a PDF's first page), made now if a
+    ready file has none yet; 404 when there is none (or the file is not the user's)."""
+    attachment = selectors.attachment_get(user=request.user, attachment_id=attachment_id)
+    path = thumbnail_for(attachment)
+    if path is None:
+        raise Http404("No thumbnail")
+    response = FileResponse(path.open("rb"), content_type="image/webp")
+    response["X-Content-Type-Options"] = "nosniff"
     response["Cache-Control"] = "private, max-age=3600"
     return response
 

@@ -10,10 +10,12 @@ link title or code never becomes markup, and nothing from the model is trusted o
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass, field
 from html import escape
 from html.parser import HTMLParser
+from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import urlencode
 
@@ -45,6 +47,7 @@ class Source:
     open_url: str  # the PDF at its page, or the note
     text_url: str  # the page text with the quote highlighted, or the note
     file_url: str = ""  # the PDF itself (no #page), for the viewer panel; "" for a note
+    image: bool = False  # an image source: the viewer shows the image, not PDF.js
 
     @property
     def viewer_attrs(self) -> SafeString:
@@ -55,12 +58,13 @@ class Source:
             return SafeString("")
         return format_html(
             ' data-viewer-file="{}" data-viewer-page="{}" data-viewer-quote="{}"'
-            ' data-viewer-title="{}" data-viewer-text="{}"',
+            ' data-viewer-title="{}" data-viewer-text="{}"{}',
             self.file_url,
             self.page,
             self.quote,
             self.label,
             self.text_url,
+            SafeString(' data-viewer-image="1"') if self.image else "",
         )
 
 
@@ -111,7 +115,9 @@ def page_label(label: str, page: int | None) -> str:
     return _("%(file)s, page %(page)s") % {"file": label, "page": page}
 
 
-def _source(message: Message, citation: dict[str, Any]) -> Source | None:
+def _source(
+    message: Message, citation: dict[str, Any], images: frozenset[int] = frozenset()
+) -> Source | None:
     try:
         n = int(citation["n"])
         quote = str(citation.get("quote", ""))
@@ -125,8 +131,9 @@ def _source(message: Message, citation: dict[str, Any]) -> Source | None:
                 label=str(citation.get("file", "")),
                 page=page,
                 quote=quote,
-                open_url=f"{file_url}#page={page}",
+                open_url=file_url if attachment_id in images else f"{file_url}#page={page}",
                 file_url=file_url,
+                image=attachment_id in images,
                 text_url=reverse("attachments:pages", args=[attachment_id])
                 + "?"
                 + urlencode({"page": page, "quote": quote})
@@ -146,9 +153,27 @@ def _source(message: Message, citation: dict[str, Any]) -> Source | None:
         return None
 
 
+def _image_ids(citations: list[dict[str, Any]]) -> frozenset[int]:
+    """Which of the cited attachments are images. The extension decided that at upload
+    (attachments.validation.upload_kind: an image's name ends in an image extension, and a
+    file under such a name that is not an image was refused), so the cited file's name says
+    it, without a query."""
+    from attachments.validation import UPLOAD_TYPES, SourceKind
+
+    ids = set()
+    for citation in citations:
+        suffix = PurePosixPath(str(citation.get("file", ""))).suffix.lower()
+        if citation.get("kind") == "document" and UPLOAD_TYPES.get(suffix) is SourceKind.IMAGE:
+            with contextlib.suppress(KeyError, TypeError, ValueError):
+                ids.add(int(citation["attachment_id"]))
+    return frozenset(ids)
+
+
 def sources(message: Message) -> list[Source]:
     """The message's verified citations, in order of number."""
-    found = (_source(message, c) for c in message.citations or [] if isinstance(c, dict))
+    citations = [c for c in message.citations or [] if isinstance(c, dict)]
+    images = _image_ids(citations)
+    found = (_source(message, c, images) for c in citations)
     return sorted((s for s in found if s is not None), key=lambda s: s.n)
 
 
@@ -160,7 +185,9 @@ def _chip(message: Message, source: Source, occurrence: int) -> str:
         else ""
     )
     open_label = (
-        _("Open the PDF at page %(page)s") % {"page": source.page}
+        _("Open the image")
+        if source.image
+        else _("Open the PDF at page %(page)s") % {"page": source.page}
         if source.page
         else _("Open the note")
     )

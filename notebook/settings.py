@@ -78,6 +78,7 @@ INSTALLED_APPS = [
     "search",
     "chat",
     "guides",
+    "intelligence",
 ]
 
 MIDDLEWARE = [
@@ -312,6 +313,13 @@ NOTE_BODY_MAX_CHARS = env_int("NOTE_BODY_MAX_CHARS", 200_000, minimum=1_000)
 # --- PDF attachments and ingestion.
 MAX_UPLOAD_MB = env_int("MAX_UPLOAD_MB", 50, minimum=1)
 MAX_PDF_PAGES = env_int("MAX_PDF_PAGES", 2000, minimum=1)
+# At most this many files per upload request (page, drop zone, API); beyond, nothing is stored.
+MAX_UPLOAD_FILES = env_int("MAX_UPLOAD_FILES", 20, minimum=1)
+# An uploaded image may have at most this many pixels (width × height, from its header; a
+# decompression bomb is refused before any pixel is decoded).
+IMAGE_MAX_PIXELS = env_int("IMAGE_MAX_PIXELS", 40_000_000, minimum=1_000_000)
+# Thumbnails (WebP) fit in a square of this many pixels.
+THUMBNAIL_SIZE = env_int("THUMBNAIL_SIZE", 320, minimum=32)
 USER_QUOTA_MB = env_int("USER_QUOTA_MB", 2048, minimum=1)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024  # larger uploads spool to a temporary file
 DATA_UPLOAD_MAX_NUMBER_FILES = 50
@@ -407,6 +415,9 @@ RERANKER_TIMEOUT = env_int("RERANKER_TIMEOUT", 10, minimum=1)  # seconds, then f
 # After this many failures in a row the reranker is skipped for RERANKER_BREAKER_SECONDS.
 RERANKER_BREAKER_FAILURES = env_int("RERANKER_BREAKER_FAILURES", 3, minimum=1)
 RERANKER_BREAKER_SECONDS = env_int("RERANKER_BREAKER_SECONDS", 60, minimum=1)
+# Search in any language (search/doc_rerank.py): with CHAT_MODEL set, the "documents" mode asks
+# the chat model to score each of its top candidates, this many requests at a time.
+RERANK_CONCURRENCY = env_int("RERANK_CONCURRENCY", 10, minimum=1)
 validate_reranker_config(
     backend=RERANKER, model=RERANKER_MODEL, url=RERANKER_URL, chat_model=CHAT_MODEL
 )

@@ -41,6 +41,7 @@ urlpatterns = [
     path("", include("search.urls")),
     path("", include("chat.urls")),
     path("", include("guides.urls")),
+    path("", include("intelligence.urls")),
 ]
 
 admin.site.site_header = "Notebook administration"

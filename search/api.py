@@ -11,8 +11,9 @@ from ninja import Query, Router
 from attachments import selectors
 from notebook.types import AuthenticatedHttpRequest
 from notes.selectors import note_get, notebook_get
-from search.retrieval import MAX_QUERY_CHARS, Hit, Scope, search
-from search.schemas import SearchHitOut, SearchIn, SearchOut
+from search.any_language import search_any_language
+from search.retrieval import MAX_QUERY_CHARS, Hit, Scope
+from search.schemas import DocumentHitOut, SearchHitOut, SearchIn, SearchOut
 from search.snippets import heading_text, plain_snippet, readable_text
 
 router = Router(tags=["search"])
@@ -31,25 +32,34 @@ def _search(request: AuthenticatedHttpRequest, params: SearchIn) -> SearchOut:
         note_get(user=request.user, note_id=params.note_id)
     for attachment_id in params.attachment_ids or []:
         selectors.attachment_get(user=request.user, attachment_id=attachment_id)
-    result = search(
+    scope = Scope(
+        params.notebook_id,
+        params.note_id,
+        params.attachment_ids,
+        params.include_notes,
+        doc_type=params.doc_type,
+    )
+    options = {} if params.mode == "documents" else {
+        "fusion": params.fusion, "diversity": params.diversity}  # fmt: skip
+    result = search_any_language(
         user=request.user,
         query=query,
-        scope=Scope(
-            params.notebook_id, params.note_id, params.attachment_ids, params.include_notes
-        ),
+        scope=scope,
         limit=params.limit,
         mode=params.mode,
-        fusion=params.fusion,
-        diversity=params.diversity,
         rerank=params.rerank,
+        expand_query=params.expand,
+        **options,
     )
     hits = [_hit_out(hit, query) for hit in result.hits]
+    documents = [_document_out(document, query) for document in result.documents]
     timings = {stage: round(seconds * 1000, 2) for stage, seconds in result.timings.items()}
     timings["total"] = round(result.total * 1000, 2)
     return SearchOut(
         query=query,
         mode=params.mode,
         hits=hits,
+        documents=documents,
         timings_ms=timings,
         info=result.info,
         warming_up=bool(result.info.get("warming_up")),
@@ -87,6 +97,27 @@ def _hit_out(hit: Hit, query: str) -> SearchHitOut:
         content=chunk.content,
         **where,
         **scores,
+    )
+
+
+def _document_out(document: Any, query: str) -> DocumentHitOut:
+    attachment, profile, passage = document.attachment, document.profile, document.passage
+    return DocumentHitOut(
+        attachment_id=attachment.pk,
+        note_id=attachment.note_id,
+        note_title=attachment.note.title,
+        notebook_id=attachment.note.notebook_id,
+        file=attachment.original_name,
+        display_name=document.display_name,
+        better_name=profile.better_name if profile else "",
+        doc_type=document.doc_type,
+        extracted=profile.extracted if profile else {},
+        fused=document.fused,
+        similarity=document.similarity,
+        passage_rank=document.passage_rank,
+        rerank=document.rerank,
+        page=passage.chunk.page_number if passage and passage.chunk else None,
+        snippet=plain_snippet(readable_text(passage), query) if passage else "",
     )
 
 

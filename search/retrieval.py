@@ -31,7 +31,7 @@ from search.fusion import anchor, minmax, rrf
 if TYPE_CHECKING:
     from notebook.types import User
 
-Mode = Literal["lexical", "vector", "hybrid"]
+Mode = Literal["lexical", "vector", "hybrid"]  # passages; "documents" is search_documents
 Fusion = Literal["rrf", "minmax"]
 Kind = Literal["document", "note"]
 Key = tuple[Kind, int]  # ("document", chunk id) or ("note", note id)
@@ -58,10 +58,12 @@ class Scope:
     include_notes: bool = True
     include_documents: bool = True
     note_ids: list[int] | None = None  # the notes searched as passages (chosen sources)
+    # Only documents whose profile has this type (attachments.SourceProfile); notes have none.
+    doc_type: str | None = None
 
     @property
     def searches_notes(self) -> bool:
-        if not self.include_notes:
+        if not self.include_notes or self.doc_type:
             return False
         return self.note_ids is not None or self.attachment_ids is None
 
@@ -108,6 +110,9 @@ class SearchResult:
     total: float = 0.0
     # Why the vector leg was left out (English; info["degraded"] holds it with DEGRADED), or "".
     degraded_reason: str = ""
+    # The "documents" mode's results (search.documents.DocumentHit), one per source; `hits`
+    # stays empty then.
+    documents: list[Any] = field(default_factory=list)
 
 
 def _sql(queryset: Any) -> tuple[str, tuple[Any, ...]]:
@@ -134,6 +139,8 @@ def scoped_attachments(*, user: User, scope: Scope) -> tuple[str, tuple[Any, ...
     if wanted is not None:
         # An empty list means no files (pk__in=[] would make the ORM refuse to compile SQL).
         attachments = attachments.filter(pk__in=wanted or [-1])
+    if scope.doc_type:
+        attachments = attachments.filter(profile__doc_type=scope.doc_type)
     return _sql(attachments.values("id", "search_config"))
 
 
@@ -291,6 +298,7 @@ def search(
     anchors: list[int] | None = None,
     anchor_boost: float | None = None,
     anchor_pages: list[tuple[int, int]] | None = None,
+    extra_queries: list[str] | None = None,
 ) -> SearchResult:
     """Ranked passages (document chunks and notes) for `query` among what `user` may see,
     with every score, the timings of each stage and how the ranking was made.
@@ -300,7 +308,9 @@ def search(
     (attachment ids, for a follow-up question: the documents behind the previous answer) get
     `anchor_boost` (default SEARCH_ANCHOR_BOOST) added to their min-max normalised fused score
     (source anchoring, see `anchor`); passages on `anchor_pages` ((attachment id, page): the
-    pages the previous answer cited) get SEARCH_ANCHOR_PAGE_BOOST more."""
+    pages the previous answer cited) get SEARCH_ANCHOR_PAGE_BOOST more. `extra_queries` (the
+    query's English translation and expansion, search.expansion) are searched too, each leg
+    beside the original's, and fused with them."""
     from notebook import rerank as reranking
 
     scope = scope or Scope()
@@ -345,6 +355,10 @@ def search(
     if mode != "hybrid":
         leg_weights = {"lexical": 1.0, "vector": 1.0}  # one leg: its own order
     leg_weights.update(weights or {})
+    if extra_queries:
+        started = time.perf_counter()
+        _extra_legs(user, extra_queries, scope, mode, depth, legs, leg_weights, info)
+        timings["expanded_queries"] = time.perf_counter() - started
 
     started = time.perf_counter()
     fused = (minmax if fusion == "minmax" else rrf)(legs, leg_weights)
@@ -360,9 +374,10 @@ def search(
     pool = max(limit, rerank_pool, candidates if diversity else 0)
     order = sorted(fused, key=lambda key: (-fused[key], key))[:pool]
     hits = _load(order, fused)
-    for leg in ("lexical", "vector"):
-        for rank, (key, score) in enumerate(legs.get(leg, []), start=1):
-            if key in hits:
+    for name, ranked_leg in legs.items():
+        leg = name.split(":")[0]  # "lexical:1" is the lexical leg of the first extra query
+        for rank, (key, score) in enumerate(ranked_leg, start=1):
+            if key in hits and getattr(hits[key], leg) is None:
                 setattr(hits[key], leg, score)
                 setattr(hits[key], f"{leg}_rank", rank)
     ranked = [hits[key] for key in order if key in hits]
@@ -381,6 +396,37 @@ def search(
         ranked = diversify(ranked)
     total = time.perf_counter() - search_started
     return SearchResult(ranked[:limit], timings, info, total, degraded_reason)
+
+
+def _extra_legs(
+    user: User,
+    queries: list[str],
+    scope: Scope,
+    mode: str,
+    depth: int,
+    legs: dict[str, list[tuple[Key, float]]],
+    weights: dict[str, float],
+    info: dict[str, Any],
+) -> None:
+    """The lexical and vector legs of each extra (English) query, as "lexical:N"/"vector:N",
+    weighted like the original's legs (the vector leg at full weight: the queries are English).
+    A failing vector leg is left out, as for the original query."""
+    for n, text in enumerate(queries, start=1):
+        if mode in ("lexical", "hybrid"):
+            legs[f"lexical:{n}"] = lexical(user=user, query=text, scope=scope, limit=depth)
+            weights[f"lexical:{n}"] = weights.get("lexical", 1.0)
+        if mode in ("vector", "hybrid") and not info.get("warming_up") and "vector" in legs:
+            try:
+                embedding, _ = _embed_query(_clean(text))
+                legs[f"vector:{n}"] = vector(user=user, embedding=embedding, scope=scope,
+                                             limit=depth)  # fmt: skip
+            except Exception as exc:
+                logger.warning("extra query without its vector leg: %s", _why(exc))
+                continue
+            weights[f"vector:{n}"] = (
+                settings.SEARCH_VECTOR_WEIGHT if mode == "hybrid" else weights.get("vector", 1.0)
+            )
+    info["queries"] = queries
 
 
 _pools: dict[int, ThreadPoolExecutor] = {}

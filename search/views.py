@@ -19,7 +19,8 @@ from attachments import selectors
 from attachments.models import NoteAttachment
 from notebook.types import AuthenticatedHttpRequest
 from notes.selectors import note_get, notebook_get, notebook_list, visible_notes
-from search.retrieval import DEGRADED, MAX_QUERY_CHARS, Scope, SearchResult, search
+from search.any_language import search_any_language
+from search.retrieval import DEGRADED, MAX_QUERY_CHARS, Scope, SearchResult
 from search.snippets import heading_text, highlight, readable_text
 
 __all__ = ["highlight", "search_page"]
@@ -30,6 +31,15 @@ MODES = (
     ("hybrid", _("Words and meaning")),
     ("lexical", _("Exact words")),
     ("vector", _("Similar meaning")),
+    ("documents", _("Whole documents")),
+)
+# The document types of the filter (attachments.SourceProfile.DocType values).
+DOC_TYPES = (
+    ("invoice", _("Invoices")),
+    ("receipt", _("Receipts")),
+    ("flight_ticket", _("Flight tickets")),
+    ("order_confirmation", _("Order confirmations")),
+    ("other", _("Other documents")),
 )
 
 
@@ -69,6 +79,8 @@ def search_page(request: AuthenticatedHttpRequest, notebook_id: int | None = Non
     sent = "sent" in params
     include_notes = params.get("notes") == "on" if sent else True
     diversity = params.get("diverse") == "on"
+    doc_type = params.get("type", "")
+    doc_type = doc_type if doc_type in dict(DOC_TYPES) else ""
     error = ""
     result = None
     if len(query) > MAX_QUERY_CHARS:
@@ -79,7 +91,7 @@ def search_page(request: AuthenticatedHttpRequest, notebook_id: int | None = Non
         ) % {"limit": number_format(MAX_QUERY_CHARS, force_grouping=True)}
     elif query:
         try:
-            result = search(
+            result = search_any_language(
                 user=user,
                 query=query,
                 scope=Scope(
@@ -87,10 +99,11 @@ def search_page(request: AuthenticatedHttpRequest, notebook_id: int | None = Non
                     note_id=note.pk if note else None,
                     attachment_ids=[attachment.pk] if attachment else None,
                     include_notes=include_notes,
+                    doc_type=doc_type or None,
                 ),
                 limit=20,
-                mode=mode,  # type: ignore[arg-type]
-                diversity=diversity,
+                mode=mode,
+                **({} if mode == "documents" else {"diversity": diversity}),
             )
         except DatabaseError:  # the keyword leg failed (a vector failure only degrades)
             logger.exception("search for user %s failed", user.pk)
@@ -110,6 +123,15 @@ def search_page(request: AuthenticatedHttpRequest, notebook_id: int | None = Non
         for hit in (result.hits if result else [])
     ]
     timings = result.timings if result else {}
+    documents = [
+        {"hit": document, "snippet": highlight(readable_text(document.passage), query)}
+        if document.passage
+        else {"hit": document, "snippet": ""}
+        for document in (result.documents if result else [])
+    ]
+    info = result.info if result else {}
+    expansion = info.get("expansion") or {}
+    stages = info.get("stages") or {}
     # "Search everything" (an empty result's tip): the same words and mode, no filters.
     everything = (
         reverse("search:notebook_search", args=[notebook.pk])
@@ -123,6 +145,16 @@ def search_page(request: AuthenticatedHttpRequest, notebook_id: int | None = Non
         "mode": mode,
         "modes": MODES,
         "hits": hits,
+        "documents": documents,
+        "count": len(documents) if mode == "documents" else len(hits),
+        "expansion": expansion,
+        # Offline, or the call failed: the query was searched as written; say why, translated.
+        "expansion_note": gettext(info["expansion_fallback"])
+        if info.get("expansion_fallback")
+        else "",
+        "stages_ms": {stage: round(s * 1000) for stage, s in stages.items()},
+        "doc_types": DOC_TYPES,
+        "doc_type_label": dict(DOC_TYPES).get(str((info.get("doc_type") or {}).get("value"))),
         "result": result,
         "latency_ms": round(result.total * 1000) if result else None,
         "timings_ms": {stage: round(s * 1000) for stage, s in timings.items()},
@@ -131,7 +163,7 @@ def search_page(request: AuthenticatedHttpRequest, notebook_id: int | None = Non
         "everything_url": f"{everything}?q={quote(query)}&mode={mode}",
         # Each hit names its notebook only when the results come from more than one.
         "show_notebook": len({hit.note.notebook_id for hit in result.hits} if result else ()) > 1,
-        "filtered": bool(note or attachment or (notebook and notebook_id is None)),
+        "filtered": bool(note or attachment or doc_type or (notebook and notebook_id is None)),
         "processing_count": processing.count(),
         "has_sources": live_notes.exists(),
         "error": error,
@@ -146,6 +178,7 @@ def search_page(request: AuthenticatedHttpRequest, notebook_id: int | None = Non
             "file": attachment,
             "include_notes": include_notes,
             "diversity": diversity,
+            "doc_type": doc_type,
         },
     }
     # htmx asks for the results alone (the region refreshing itself while the model warms up).

@@ -93,7 +93,25 @@ class Refusal:
     text: str = "I'm sorry, but I can't help with that."
 
 
-Turn = ToolCall | list[ToolCall] | Answer | Metadata | Status | BreakMidStream | Hang | Refusal
+@dataclass
+class Delayed:
+    """Wait `seconds`, then send `turn` (a slow but answering model: requests overlap)."""
+
+    seconds: float
+    turn: Any  # a Turn
+
+
+Turn = (
+    ToolCall
+    | list[ToolCall]
+    | Answer
+    | Metadata
+    | Status
+    | BreakMidStream
+    | Hang
+    | Refusal
+    | Delayed
+)
 # Requests whose system prompt names this are memory extraction calls (chat.memory): they take
 # their turns from `FakeChat.memory_script` (default: nothing to remember), never from `script`,
 # so that a background extraction cannot eat the turns scripted for an answer.
@@ -202,6 +220,9 @@ class FakeChat:
         self.stop = threading.Event()
         self.lock = threading.Lock()
         self.gate = threading.Event()  # releases an Answer(pause_after=…)
+        # Requests being answered right now, and the most seen at once (concurrency limits).
+        self.in_flight = 0
+        self.max_in_flight = 0
 
     @property
     def bodies(self) -> list[dict[str, Any]]:
@@ -473,6 +494,15 @@ def fake_chat_server(profile: str = "friendly", port: int = 0) -> Iterator[FakeC
                     {"path": self.path, "body": body, "auth": self.headers.get("Authorization")}
                 )
                 n = len(state.requests)
+                state.in_flight += 1
+                state.max_in_flight = max(state.max_in_flight, state.in_flight)
+            try:
+                self._answer(body, n)
+            finally:
+                with state.lock:
+                    state.in_flight -= 1
+
+        def _answer(self, body: dict[str, Any], n: int) -> None:
             if self.path != "/v1/chat/completions":
                 self._json(404, {"error": {"message": "not found", "type": "invalid_request"}})
                 return
@@ -484,6 +514,9 @@ def fake_chat_server(profile: str = "friendly", port: int = 0) -> Iterator[FakeC
             if not body.get("stream") and isinstance(turn, Answer):
                 turn = Metadata(turn.text)
             try:
+                if isinstance(turn, Delayed):
+                    state.stop.wait(turn.seconds)
+                    turn = turn.turn
                 if isinstance(turn, Hang):
                     state.stop.wait(turn.seconds)
                     turn = state.default_turn(body)

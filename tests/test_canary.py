@@ -37,6 +37,7 @@ from chat.tools import ToolContext, tools_for
 from notes import indexing
 from notes.models import Note
 from notes.services import note_create, notebook_create
+from search.documents import search_documents
 from search.retrieval import Mode, Scope, search
 from tests.attachments.test_pipeline import ingest
 from tests.conftest import upload
@@ -58,11 +59,14 @@ BOB_ONLY = (CANARY, "natbib.pdf", "Bob's", "Patrick W. Daly", "harvard, apalike"
 def world(django_db_setup, django_db_blocker, tmp_path_factory):
     """Built once for the module and committed (ingesting two real PDFs takes a while); each
     test runs in a transaction on top of it. The `alice` and `bob` fixtures are these users."""
-    with django_db_blocker.unblock(), override_settings(MEDIA_ROOT=tmp_path_factory.mktemp("m")):
+    media = tmp_path_factory.mktemp("m")
+    with django_db_blocker.unblock(), override_settings(MEDIA_ROOT=media):
         queued = set(OrmQ.objects.values_list("pk", flat=True))
         schedules = set(Schedule.objects.values_list("pk", flat=True))
         try:
-            yield build_world()
+            world = build_world()
+            world.media = media  # where its files are (each test gets a fresh MEDIA_ROOT)
+            yield world
         finally:  # committed: leave the database as the next module expects it
             User.objects.filter(username__in=["alice", "bob"]).delete()
             OrmQ.objects.exclude(pk__in=queued).delete()  # the tasks our commits queued
@@ -183,6 +187,47 @@ def test_search_never_shows_bobs_canary_document_or_counts(world, alice_client, 
                     else:
                         assert shown is not None, (url, form)
                         assert int(shown.group(1)) == count, (url, form)
+
+
+def profile_of(attachment: NoteAttachment, name: str, extracted: dict[str, str]) -> None:
+    """A ready document profile (search in any language) with its canonical text embedded."""
+    from attachments.models import SourceProfile
+    from notebook.embeddings import get_embedder
+
+    canonical = f"{name}\nreceipt\n{json.dumps(extracted)}"
+    (embedding,) = get_embedder().embed([canonical])
+    SourceProfile.objects.update_or_create(
+        attachment=attachment,
+        defaults={"doc_type": "receipt", "better_name": name, "extracted": extracted,
+                  "canonical_text": canonical, "embedding": embedding, "status": "ready",
+                  "method": "offline"},
+    )  # fmt: skip
+
+
+def test_document_search_never_shows_bobs_sources(world, alice_client, alice_api):
+    """The whole-documents mode over document vectors, and the doc-type filter, in every
+    combination: Bob's profile (the canary in its name and data, its vector closest to every
+    query) never reaches Alice; Bob himself finds it (the control)."""
+    profile_of(world.bobs_pdf, f"Bob's {CANARY} receipt", {"secret": BOB_SENTENCE})
+    profile_of(world.pdf, "URL package manual", {"topic": "urls"})
+    bobs = search_documents(user=world.bob, query=BOB_SENTENCE, limit=5).documents
+    assert world.bobs_pdf.pk in [d.attachment.pk for d in bobs]
+    for query in (*QUERIES, BOB_SENTENCE, f"Bob's {CANARY} receipt"):
+        for doc_type in ("", "receipt"):
+            params = {"q": query, "mode": "documents", "limit": 20, "doc_type": doc_type or None}
+            params = {k: v for k, v in params.items() if v is not None}
+            for response in (
+                alice_api.get("/api/search", params),
+                alice_api.post("/api/search", json.dumps(params), "application/json"),
+            ):
+                assert response.status_code == 200
+                body = response.json()
+                assert {d["attachment_id"] for d in body["documents"]} <= {world.pdf.pk}
+                assert_nothing_of_bobs(json.dumps(body["documents"]), f"/api/search {params}")
+            form = {"q": query, "mode": "documents", "sent": "1", "type": doc_type}
+            for url in ("/search/", f"/notebooks/{world.book.pk}/search/"):
+                page = alice_client.get(url, form).content.decode()
+                assert_nothing_of_bobs(results_part(page, query), f"{url} {form}")
 
 
 def test_pages_and_lists_count_only_alices_things(world, alice_client, alice_api):
@@ -609,3 +654,59 @@ def test_chosen_sources_naming_bobs_carry_nothing_of_his(world, alice_client, al
             result = tool.run(context, arguments)
             assert_nothing_of_bobs(result.content + json.dumps(result.passages), tool.name)
             assert {p["note_id"] for p in result.passages} <= {world.note.pk}
+
+
+# --- document intelligence: profiles, the split view --------------------------------------------
+
+
+def test_bobs_extracted_data_never_reaches_alice(world, alice_client, alice_api):
+    from attachments.models import SourceProfile
+    from intelligence.services import profile_build, profile_edit, profile_request
+
+    for pdf in (world.pdf, world.bobs_pdf):
+        profile = profile_request(attachment_id=pdf.pk)
+        assert profile is not None
+        assert profile_build(profile_id=profile.pk, token=profile.token)
+    bobs = SourceProfile.objects.get(attachment=world.bobs_pdf)
+    profile_edit(profile=bobs, better_name=f"Bob's {CANARY}", extracted={"secret": BOB_SENTENCE})
+    assert alice_client.get(f"/sources/{world.bobs_pdf.pk}/").status_code == 404
+    assert alice_api.get(f"/api/attachments/{world.bobs_pdf.pk}/profile").status_code == 404
+    own = alice_client.get(f"/sources/{world.pdf.pk}/")
+    assert own.status_code == 200
+    assert_nothing_of_bobs(own.content.decode(), "Alice's split view")
+    api = alice_api.get(f"/api/attachments/{world.pdf.pk}/profile")
+    assert api.status_code == 200
+    assert_nothing_of_bobs(api.content.decode(), "Alice's profile API")
+    workspace = alice_client.get(f"/notebooks/{world.book.pk}/").content.decode()
+    assert_nothing_of_bobs(workspace, "the workspace with profiles")
+
+
+def test_bobs_thumbnails_never_reach_alice(world, alice_client, settings):
+    """Thumbnails (#17): Bob's files have theirs (made after ingestion, or on request for his
+    pending one: none); Alice asking for them by id gets a 404 with nothing of them, and her
+    pages link only her own."""
+    from django.test import Client
+
+    from attachments.thumbnails import thumbnail_path
+
+    settings.MEDIA_ROOT = world.media
+    bob = Client()
+    bob.force_login(world.bob)
+    bobs = bob.get(f"/attachments/{world.bobs_pdf.pk}/thumbnail/")
+    assert bobs.status_code == 200
+    bobs_bytes = b"".join(bobs.streaming_content)
+    assert bobs_bytes.startswith(b"RIFF")
+    assert thumbnail_path(world.bobs_pdf).exists()
+    for attachment in NoteAttachment.objects.filter(uploaded_by=world.bob):
+        response = alice_client.get(f"/attachments/{attachment.pk}/thumbnail/")
+        assert response.status_code == 404
+        assert bobs_bytes[:64] not in response.content
+        assert_nothing_of_bobs(response.content.decode(), "a thumbnail of Bob's")
+    mine = alice_client.get(f"/attachments/{world.pdf.pk}/thumbnail/")
+    assert mine.status_code == 200
+    assert b"".join(mine.streaming_content) != bobs_bytes
+    pages = [f"/notebooks/{world.book.pk}/", f"/notes/{world.note.pk}/", "/search/?q=natbib"]
+    for url in pages:
+        html = alice_client.get(url, follow=True).content.decode()
+        shown = set(re.findall(r"/attachments/(\d+)/thumbnail/", html))
+        assert shown <= {str(world.pdf.pk)}, url

@@ -116,6 +116,9 @@ def alices_objects(alice) -> dict[str, int]:
     notebook = NotebookFactory.create(owner=alice, title="Alice's notebook")
     note = NoteFactory.create(notebook=notebook, title="Alice's note", body="Some *text*.")
     attachment = upload(alice, note, "url.pdf")
+    from attachments.thumbnails import thumbnail_make
+
+    assert thumbnail_make(attachment=attachment) is not None  # so its thumbnail answers 200
     token, _ = api_token_create(user=alice, name="alice's script")
     conversation = Conversation.objects.create(
         owner=alice, notebook=notebook, note=note, title="Alice's chat"

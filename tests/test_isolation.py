@@ -22,6 +22,7 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 from django.urls import URLPattern, get_resolver
 
+from attachments.models import SourceProfile
 from notebook.api import api
 from notebook.asgi import application
 from notebook.routing import websocket_urlpatterns
@@ -55,6 +56,7 @@ OBJECT_PAGES = {
     "attachments:row": ("attachment", ["GET"]),
     "attachments:download": ("attachment", ["GET"]),
     "attachments:pages": ("attachment", ["GET"]),
+    "attachments:thumbnail": ("attachment", ["GET"]),
     "attachments:reprocess": ("attachment", ["POST"]),
     "attachments:delete": ("attachment", ["GET", "POST"]),
     "attachments:password": ("attachment", ["POST"]),
@@ -74,6 +76,8 @@ OBJECT_PAGES = {
     "chat:memory_delete": ("memory", ["POST"]),
     "guides:source_guide": ("attachment", ["GET"]),
     "guides:notebook_guide": ("notebook", ["GET"]),
+    "intelligence:source": ("attachment", ["GET"]),
+    "intelligence:edit": ("attachment", ["POST"]),
 }
 # Pages without an object id: they must still require a login.
 PLAIN_PAGES = {
@@ -158,6 +162,11 @@ def bobs_objects(bob, bob_notebook, bob_note, bob_attachment):
     memory = Memory.objects.create(
         owner=bob, notebook=bob_notebook, kind="fact", text="bob's memory", importance=0.9
     )
+    # His source's profile (intelligence): its extracted data never reaches Alice.
+    SourceProfile.objects.create(
+        attachment=bob_attachment, doc_type="receipt", better_name="Bob's receipt",
+        extracted={"merchant": "Bob's shop"}, status="ready",
+    )  # fmt: skip
     return {
         "notebook": bob_notebook.pk,
         "note": bob_note.pk,
@@ -187,6 +196,14 @@ def _bobs_data_untouched(ids: dict[str, int]) -> None:
     assert list(Memory.objects.values_list("pk", "text", "importance")) == [
         (ids["memory"], "bob's memory", 0.9)
     ]
+
+    profile = SourceProfile.objects.get(attachment_id=ids["attachment"])
+    assert (profile.doc_type, profile.better_name, profile.edited) == (
+        "receipt",
+        "Bob's receipt",
+        False,
+    )
+    assert profile.extracted == {"merchant": "Bob's shop"}  # not edited through a page or the API
 
     attachment = NoteAttachment.objects.get(pk=ids["attachment"])
     assert attachment.status == "needs_password"  # not reprocessed, unlocked or deleted
@@ -339,6 +356,8 @@ API_WITH_IDS = {
     ("DELETE", "/api/memories/{memory_id}"),
     ("GET", "/api/attachments/{attachment_id}/guide"),
     ("GET", "/api/notebooks/{notebook_id}/guide"),
+    ("GET", "/api/attachments/{attachment_id}/profile"),
+    ("PATCH", "/api/attachments/{attachment_id}/profile"),
     ("GET", "/api/notebooks/{notebook_id}/mentions"),
 }
 # Search takes ids as filters, not in its path; tests/attachments/test_search.py covers them.
@@ -413,11 +432,22 @@ API_ID_FILTERS: dict[tuple[str, str], list[dict[str, Any]]] = {
         {"q": "bob", "notebook_id": Bobs("notebook")},
         {"q": "bob", "note_id": Bobs("note")},
         {"q": "bob", "attachment_ids": [Bobs("attachment")]},
+        # The document-level mode and the doc-type filter check the same ids.
+        {"q": "bob", "mode": "documents", "notebook_id": Bobs("notebook")},
+        {"q": "bob", "mode": "documents", "note_id": Bobs("note"), "doc_type": "receipt"},
+        {"q": "bob", "mode": "documents", "attachment_ids": [Bobs("attachment")]},
     ],
     ("POST", "/api/search"): [
         {"q": "bob", "notebook_id": Bobs("notebook")},
         {"q": "bob", "note_id": Bobs("note")},
         {"q": "bob", "attachment_ids": [Bobs("attachment")]},
+        {"q": "bob", "mode": "documents", "notebook_id": Bobs("notebook")},
+        {
+            "q": "bob",
+            "mode": "documents",
+            "attachment_ids": [Bobs("attachment")],
+            "doc_type": "invoice",
+        },
     ],
     ("GET", "/api/conversations"): [
         {"notebook_id": Bobs("notebook")},

@@ -1,5 +1,9 @@
 """Child-process entry point: `python -m attachments.pdf.child MODE PATH [PAGES]`.
 
+Also for images and thumbnails: mode `image` OCRs an image file as page 1; modes
+`thumb-pdf` and `thumb-image` write a small WebP of the first page or the image to the path
+given in place of PAGES.
+
 Runs one untrusted PDF through pdfminer.six (mode `text`: pages asked for on stdin) or
 pypdfium2 + RapidOCR (mode `ocr`: the PAGES given) under an address-space limit, and writes
 one JSON object per line to stdout. On stdin come (for a standby child, PATH `-`) the file's
@@ -214,6 +218,58 @@ def run_ocr(path: str, password: str, pages: list[int]) -> None:
         _emit({"page": number, "text": "\n".join(t.strip() for t in texts if t.strip())})
 
 
+def _open_image(path: str) -> Any:
+    """The image at `path` (its first frame), upright, as RGB or RGBA; refused above the
+    pixel cap from its header, before anything is decoded."""
+    from PIL import Image, ImageOps
+
+    max_pixels = int(os.environ.get("NOTEBOOK_IMAGE_MAX_PIXELS", str(40_000_000)))
+    Image.MAX_IMAGE_PIXELS = max_pixels
+    image = Image.open(path, formats=["JPEG", "PNG", "GIF", "WEBP"])
+    if image.width * image.height > max_pixels:
+        raise ValueError(f"the image has more than {max_pixels:,} pixels")
+    image = ImageOps.exif_transpose(image)
+    has_alpha = image.mode in ("RGBA", "LA", "PA") or "transparency" in image.info
+    return image.convert("RGBA" if has_alpha else "RGB")
+
+
+def run_ocr_image(path: str) -> None:
+    import numpy as np
+    from PIL import Image
+    from rapidocr import RapidOCR
+
+    image = _open_image(path)
+    if image.mode == "RGBA":  # text on a transparent background: read it on white
+        background = Image.new("RGB", image.size, "white")
+        background.paste(image, mask=image.getchannel("A"))
+        image = background
+    engine = RapidOCR(params={"Global.log_level": "error"})
+    result = engine(np.ascontiguousarray(np.asarray(image)))
+    texts = list(getattr(result, "txts", None) or ())
+    _emit({"page": 1, "text": "\n".join(t.strip() for t in texts if t.strip())})
+
+
+def run_thumbnail(kind: str, path: str, password: str, out: str) -> None:
+    """Write a WebP thumbnail of the image or of the PDF's first page, fitting a square of
+    NOTEBOOK_THUMBNAIL_SIZE pixels, to `out` (through a temporary file, then renamed)."""
+    size = int(os.environ.get("NOTEBOOK_THUMBNAIL_SIZE", "320"))
+    if kind == "image":
+        image = _open_image(path)
+    else:
+        import pypdfium2 as pdfium
+
+        pdf = pdfium.PdfDocument(path, password=password or None)
+        page = pdf[0]
+        width, height = page.get_size()
+        scale = min(4.0, max(0.01, size / max(width, height, 1.0)))
+        image = page.render(scale=scale).to_pil().convert("RGB")
+    image.thumbnail((size, size))
+    partial = out + ".part"
+    image.save(partial, format="WEBP", quality=80)
+    os.replace(partial, out)
+    _emit({"thumbnail": out, "width": image.width, "height": image.height})
+
+
 # How native code reports a failed allocation under the address-space cap: loading a compiled
 # module (mmap), C++ (onnxruntime's std::bad_alloc), numpy, PDFium.
 _OUT_OF_MEMORY = (
@@ -244,7 +300,8 @@ def main(argv: list[str]) -> int:
 
 def _main(argv: list[str]) -> int:
     mode, path = argv[1], argv[2]
-    pages = _parse_pages(argv[3]) if len(argv) > 3 else []
+    thumbnail = mode.startswith("thumb-")
+    pages = _parse_pages(argv[3]) if len(argv) > 3 and not thumbnail else []
     from pdfminer.pdfdocument import PDFPasswordIncorrect
 
     if mode == "text":
@@ -263,6 +320,10 @@ def _main(argv: list[str]) -> int:
             run_text(path, password, max_pages)
         elif mode == "ocr":
             run_ocr(path, password, pages)
+        elif mode == "image":
+            run_ocr_image(path)
+        elif thumbnail:
+            run_thumbnail(mode.removeprefix("thumb-"), path, password, argv[3])
         else:
             raise SystemExit(f"unknown mode {mode}")
     except PDFPasswordIncorrect:
@@ -277,7 +338,7 @@ def _main(argv: list[str]) -> int:
             _emit({"error": "memory"})
             return EXIT_MEMORY
         message = str(exc) or type(exc).__name__
-        if "password" in message.lower() and mode == "ocr":
+        if "password" in message.lower() and mode in ("ocr", "thumb-pdf"):
             _emit({"error": "password"})
             return EXIT_PASSWORD
         _emit({"error": "damaged", "message": f"{type(exc).__name__}: {message}"[:300]})

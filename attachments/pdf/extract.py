@@ -60,6 +60,8 @@ def _start(mode: str, path: str, pages: str, memory_mb: int) -> subprocess.Popen
         **os.environ,
         "NOTEBOOK_CHILD_MEMORY_MB": str(memory_mb),
         "NOTEBOOK_OCR_DPI": str(settings.OCR_DPI),
+        "NOTEBOOK_IMAGE_MAX_PIXELS": str(settings.IMAGE_MAX_PIXELS),
+        "NOTEBOOK_THUMBNAIL_SIZE": str(settings.THUMBNAIL_SIZE),
         "PYTHONDONTWRITEBYTECODE": "1",
     }
     if mode == "text":
@@ -388,3 +390,41 @@ def ocr_pages(
             on_record=collect,
         )
     return texts
+
+
+def ocr_image(path: Path, *, on_progress: ProgressCallback | None = None) -> str:
+    """OCR text of an image file (read by RapidOCR in a child, like a scanned page)."""
+    texts: dict[int, str] = {}
+
+    def collect(child: int, record: dict[str, Any], send: Send) -> None:
+        texts[1] = record["text"]
+        if on_progress:
+            on_progress(1, 1)
+
+    _run(
+        "image",
+        path,
+        ["1"],
+        "",
+        timeout=settings.OCR_TIMEOUT,
+        memory_mb=settings.OCR_MEMORY_MB,
+        on_record=collect,
+    )
+    return texts.get(1, "")
+
+
+THUMBNAIL_TIMEOUT = 60  # seconds
+
+
+def render_thumbnail(path: Path, out: Path, *, kind: str, password: str = "") -> None:
+    """Write a WebP thumbnail of the image (`kind` "image") or the PDF's first page ("pdf")
+    to `out`, in a child under the extraction memory cap; PdfError when that fails."""
+    _run(
+        f"thumb-{kind}",
+        path,
+        [str(out)],
+        password,
+        timeout=THUMBNAIL_TIMEOUT,
+        memory_mb=settings.EXTRACT_MEMORY_MB,
+        on_record=lambda child, record, send: None,
+    )

@@ -19,7 +19,13 @@ from django.utils import timezone
 from django.utils.translation import gettext, ngettext
 
 from attachments.models import NoteAttachment
-from attachments.validation import ValidatedUpload, check_quota, validate_pdf_upload
+from attachments.validation import (
+    SourceKind,
+    ValidatedUpload,
+    check_quota,
+    validate_image_upload,
+    validate_pdf_upload,
+)
 from notes.models import Note, Notebook
 from notes.services import note_create
 
@@ -74,8 +80,16 @@ def unlocked_path(attachment: NoteAttachment) -> Path:
 
 
 def _remove_files(attachment: NoteAttachment) -> None:
-    for path in (Path(attachment.file.path), unlocked_path(attachment)):
+    from attachments.thumbnails import thumbnail_path
+
+    for path in (Path(attachment.file.path), unlocked_path(attachment), thumbnail_path(attachment)):
         path.unlink(missing_ok=True)
+
+
+def _validate(*, user: User, uploaded: UploadedFile[bytes], kind: SourceKind) -> ValidatedUpload:
+    if kind is SourceKind.IMAGE:
+        return validate_image_upload(user=user, uploaded=uploaded)
+    return validate_pdf_upload(user=user, uploaded=uploaded)
 
 
 def _lock_uploads_of(user: User) -> None:
@@ -97,8 +111,11 @@ def _lock_uploads_of(user: User) -> None:
     )
 
 
-def attachment_upload(*, user: User, note: Note, uploaded: UploadedFile[bytes]) -> NoteAttachment:
-    """Validate and store one PDF on `note`, then queue its ingestion once committed.
+def attachment_upload(
+    *, user: User, note: Note, uploaded: UploadedFile[bytes], kind: SourceKind = SourceKind.PDF
+) -> NoteAttachment:
+    """Validate and store one PDF (or image: `kind`) on `note`, then queue its ingestion once
+    committed.
 
     Raises ValidationError (nothing stored) for bad files and DuplicateAttachment when the
     same content is already on the note. The quota is checked again, authoritatively, under a
@@ -109,7 +126,7 @@ def attachment_upload(*, user: User, note: Note, uploaded: UploadedFile[bytes]) 
         raise ValidationError(
             gettext("Restore the note from the trash before adding files."), code="trashed"
         )
-    info = validate_pdf_upload(user=user, uploaded=uploaded)
+    info = _validate(user=user, uploaded=uploaded, kind=kind)
     existing = NoteAttachment.objects.filter(note=note, sha256=info.sha256).first()
     if existing:
         raise DuplicateAttachment(existing)
@@ -117,7 +134,11 @@ def attachment_upload(*, user: User, note: Note, uploaded: UploadedFile[bytes]) 
 
 
 def attachment_add_as_note(
-    *, user: User, notebook: Notebook, uploaded: UploadedFile[bytes]
+    *,
+    user: User,
+    notebook: Notebook,
+    uploaded: UploadedFile[bytes],
+    kind: SourceKind = SourceKind.PDF,
 ) -> NoteAttachment:
     """A file dropped on the notebook's sources: a new note titled after the file, with the
     PDF attached. Both or neither: a refused file leaves no empty note behind.
@@ -125,7 +146,7 @@ def attachment_add_as_note(
     The same content already in one of the notebook's notes raises DuplicateAttachment naming
     it, so a second drop of a file does not make a second note about it.
     """
-    info = validate_pdf_upload(user=user, uploaded=uploaded)
+    info = _validate(user=user, uploaded=uploaded, kind=kind)
     existing = (
         NoteAttachment.objects.filter(
             note__notebook=notebook, note__trashed_at__isnull=True, sha256=info.sha256
@@ -154,6 +175,7 @@ def _store(
         note=note,
         uploaded_by=user,
         original_name=info.name,
+        kind=info.kind,
         size=info.size,
         sha256=info.sha256,
         page_count=info.page_count,
@@ -163,7 +185,7 @@ def _store(
         if info.encrypted
         else "",
     )
-    attachment.file.save(f"{attachment.uuid}.pdf", uploaded, save=False)
+    attachment.file.save(f"{attachment.uuid}{info.extension}", uploaded, save=False)
     try:
         with transaction.atomic():
             _lock_uploads_of(user)
@@ -206,8 +228,10 @@ def attachment_reprocess(*, attachment: NoteAttachment) -> NoteAttachment:
 
 def _guides_after_reprocess(attachment: NoteAttachment) -> None:
     from guides.services import guides_after_reprocess
+    from intelligence.services import profile_after_reprocess
 
     guides_after_reprocess(attachment=attachment)
+    profile_after_reprocess(attachment=attachment)
 
 
 def _guides_after_delete(notebook_id: int) -> None:

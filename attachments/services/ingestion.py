@@ -29,6 +29,7 @@ from attachments.pdf.extract import (
     PasswordRequired,
     PdfError,
     extract_text,
+    ocr_image,
     ocr_pages,
 )
 from attachments.pdf.layout import Boilerplate, find_boilerplate
@@ -116,10 +117,14 @@ def attachment_ingest(*, attachment_id: int) -> None:
     keep_unlocked = False
     try:
         if _reuse(run):
+            _thumbnail(attachment, _source(attachment))
             _after_ready(attachment_id)
             return
         _extract_and_index(run)
         _embed(run)
+        started = time.monotonic()
+        _thumbnail(attachment, _source(attachment))
+        run.timings["thumbnail"] = round(time.monotonic() - started, 3)
         run.end(
             status=Status.READY,
             stage=Stage.DONE,
@@ -202,11 +207,24 @@ def _reuse(run: _Run) -> bool:
     return True
 
 
+def _thumbnail(attachment: NoteAttachment, source: Path) -> None:
+    """Make the source's thumbnail (never fails the run: a missing one is made on request)."""
+    from attachments.thumbnails import thumbnail_make
+
+    try:
+        thumbnail_make(attachment=attachment, source=source)
+    except Exception:
+        logger.exception("thumbnail of attachment %s failed", attachment.pk)
+
+
 def _after_ready(attachment_id: int) -> None:
-    """Its guide and its notebook's are written next (guides/; never fails the run)."""
+    """Its guide and its notebook's are written next (guides/), and its profile (intelligence/);
+    neither ever fails the run."""
     from guides.services import guides_after_ready
+    from intelligence.services import profile_after_ready
 
     guides_after_ready(attachment_id=attachment_id)
+    profile_after_ready(attachment_id=attachment_id)
 
 
 def _retry_later(run: _Run, reason: str) -> None:
@@ -253,7 +271,36 @@ def _too_large_for_ocr(pages: list[ExtractedPage]) -> str:
     return f"No text was found in this PDF. {skipped} {largest}; the limit is {limit}."
 
 
+def _read_image(run: _Run) -> list[ExtractedPage]:
+    """An image is one page: its OCR text (RapidOCR in a child, as for scanned pages)."""
+    attachment = run.attachment
+    run.update(page_count=1)
+    run.timings["extract"] = 0.0
+    if not settings.OCR_ENABLED:
+        raise PdfError("OCR is turned off on this server (OCR_ENABLED), so images cannot be read.")
+    started = time.monotonic()
+    run.progress(Stage.OCR, 0, 1, force=True)
+    try:
+        text = ocr_image(
+            Path(attachment.file.path),
+            on_progress=lambda done, n: run.progress(Stage.OCR, done, n),
+        )
+    except PdfError as exc:  # the child's messages speak of PDFs
+        message = str(exc).replace("The PDF reader", "The image reader")
+        raise PdfError(message.replace("The PDF", "The image")) from None
+    run.timings["ocr"] = round(time.monotonic() - started, 3)
+    if not text.strip():
+        raise PdfError(
+            "No text was found in this image by OCR. It may contain no readable writing."
+        )
+    return [ExtractedPage(1, text, is_ocr=True, has_image=True)]
+
+
 def _extract_and_index(run: _Run) -> None:
+    if run.attachment.is_image:
+        pages = _read_image(run)
+        _chunk_and_index(run, pages, ocr_count=1, too_large=[])
+        return
     attachment = run.attachment
     source = _source(attachment)
 
@@ -295,7 +342,13 @@ def _extract_and_index(run: _Run) -> None:
                 page.text, page.lines, page.is_ocr = text, [], True
                 ocr_count += 1
     run.timings["ocr"] = round(time.monotonic() - started, 3)
+    _chunk_and_index(run, pages, ocr_count=ocr_count, too_large=too_large)
 
+
+def _chunk_and_index(
+    run: _Run, pages: list[ExtractedPage], *, ocr_count: int, too_large: list[ExtractedPage]
+) -> None:
+    attachment = run.attachment
     started = time.monotonic()
     run.progress(Stage.CHUNKING, 0, 1, force=True)
     boilerplate = find_boilerplate(pages)

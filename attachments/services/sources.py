@@ -1,5 +1,5 @@
 """Adding a source, whatever its kind: the upload allowlist decides, before anything is stored,
-whether a file is a PDF (stored and ingested: files.py) or text (a new note holding it).
+whether a file is a PDF or an image (stored and ingested: files.py) or text (a new note holding it).
 
 Callers pass objects fetched through the selectors (already authorized for the user).
 """
@@ -99,9 +99,10 @@ def source_add(
     note: Note | None = None,
 ) -> AddedSource:
     """Add one uploaded file to `notebook`, by kind (validation.UPLOAD_TYPES; any other
-    extension is refused before anything is stored). A PDF is attached to `note`, or without
-    one to a new note titled after it; a text file always becomes a new note of the notebook
-    (also when `note` is given: the note's own text is the user's and is left alone)."""
+    extension is refused before anything is stored). A PDF or an image (checked by content)
+    is attached to `note`, or without one to a new note titled after it; a text file always
+    becomes a new note of the notebook (also when `note` is given: the note's own text is
+    the user's and is left alone)."""
     kind = upload_kind(uploaded.name)
     if note is not None and note.is_trashed:
         raise ValidationError(
@@ -111,7 +112,9 @@ def source_add(
         added = text_source_add(user=user, notebook=notebook, uploaded=uploaded)
         return AddedSource(name=clean_filename(uploaded.name), note=added)
     if note is None:
-        attachment = attachment_add_as_note(user=user, notebook=notebook, uploaded=uploaded)
+        attachment = attachment_add_as_note(
+            user=user, notebook=notebook, uploaded=uploaded, kind=kind
+        )
     else:
-        attachment = attachment_upload(user=user, note=note, uploaded=uploaded)
+        attachment = attachment_upload(user=user, note=note, uploaded=uploaded, kind=kind)
     return AddedSource(name=attachment.original_name, attachment=attachment)

@@ -1,8 +1,10 @@
-"""`{% upload_accept %}`: the file inputs' `accept` list, from the upload allowlist."""
+"""`{% upload_accept %}`: the file inputs' `accept` list, from the upload allowlist;
+`{% upload_max_files %}`: how many files one upload may bring (MAX_UPLOAD_FILES)."""
 
 from __future__ import annotations
 
 from django import template
+from django.conf import settings
 
 from attachments.validation import upload_accept as _upload_accept
 
@@ -12,3 +14,8 @@ register = template.Library()
 @register.simple_tag
 def upload_accept() -> str:
     return _upload_accept()
+
+
+@register.simple_tag
+def upload_max_files() -> int:
+    return settings.MAX_UPLOAD_FILES

@@ -17,3 +17,18 @@
     target.focus();
   });
 })();
+
+// A source's thumbnail that cannot be had (none could be made from the file) is hidden
+// rather than shown broken. Error events do not bubble: listened for while capturing.
+(function () {
+  "use strict";
+
+  document.addEventListener(
+    "error",
+    function (event) {
+      const image = event.target;
+      if (image && image.classList && image.classList.contains("source-thumb")) image.hidden = true;
+    },
+    true
+  );
+})();

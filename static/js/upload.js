@@ -90,11 +90,38 @@
     xhr.send(data);
   }
 
+  function refuseBatch(list, count, limit) {
+    const row = document.createElement("li");
+    row.className = "attachment-row upload-error";
+    row.setAttribute("role", "alert");
+    row.dataset.testid = "batch-refused";
+    const note = document.createElement("p");
+    note.className = "error-text";
+    note.textContent = interpolate(
+      gettext("%(count)s files at once is too many: add at most %(limit)s files at a time."),
+      { count: count, limit: limit }
+    );
+    const dismiss = document.createElement("button");
+    dismiss.type = "button";
+    dismiss.className = "link";
+    dismiss.dataset.dismiss = "";
+    dismiss.textContent = gettext("Dismiss");
+    row.append(note, dismiss);
+    list.prepend(row);
+  }
+
   function initDropzone(zone) {
     const form = zone.querySelector("form");
     const input = zone.querySelector("[data-file-input]");
     const list = document.getElementById(zone.dataset.list);
     const send = function (files) {
+      // One drop or choice brings at most data-max-files files (the server's batch limit);
+      // beyond it, none is sent and a row says why.
+      const limit = parseInt(zone.dataset.maxFiles || "0", 10);
+      if (limit > 0 && files.length > limit) {
+        refuseBatch(list, files.length, limit);
+        return;
+      }
       Array.from(files).forEach(function (file) {
         upload(form, list, file);
       });

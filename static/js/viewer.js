@@ -125,7 +125,48 @@
     root.hidden = false;
     document.documentElement.classList.add("pdf-viewer-open");
     root.focus({ preventScroll: true });
-    show(page, true);
+    const image = link.dataset.viewerImage === "1";
+    root.dataset.kind = image ? "image" : "pdf";
+    el("sheet").hidden = image;
+    el("figure").hidden = !image;
+    if (image) showImage();
+    else show(page, true);
+  }
+
+  // An image source is its one page: shown as an <img> from its download URL, the quote as
+  // text under it (an image has no text layer to highlight it in).
+  function showImage() {
+    state.generation += 1;
+    cancelRender();
+    state.doc = null;
+    state.pages = 1;
+    updateControls(1);
+    el("open").href = state.file;
+    const picture = el("image");
+    const caption = el("image-quote");
+    caption.textContent = state.quote;
+    caption.hidden = !state.quote;
+    el("quote").hidden = true; // shown under the image instead
+    setStatus(gettext("Loading the image…"), "busy");
+    state.root.setAttribute("aria-busy", "true");
+    const generation = state.generation;
+    picture.onload = function () {
+      if (generation !== state.generation) return;
+      state.root.removeAttribute("aria-busy");
+      picture.dataset.rendered = "true";
+      setStatus(state.quote ? gettext("The quote, as read from the image, is under it.") : "", "");
+    };
+    picture.onerror = function () {
+      if (generation !== state.generation) return;
+      state.root.removeAttribute("aria-busy");
+      setStatus(
+        gettext("The image could not be shown here. Open it in a new tab or read its text instead."),
+        "error"
+      );
+    };
+    picture.alt = el("title").textContent;
+    delete picture.dataset.rendered;
+    picture.src = state.file;
   }
 
   function close() {

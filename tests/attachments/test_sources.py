@@ -93,7 +93,8 @@ def test_other_extensions_are_refused_before_anything_is_stored(
         (error,) = response.json()["errors"]
         assert error["code"] == "file_type"
         text = error["detail"]
-    assert f"“{name}” cannot be added: only .pdf, .md, .txt files are accepted." in text
+    accepted = ".pdf, .md, .txt, .jpg, .jpeg, .png, .gif, .webp"
+    assert f"“{name}” cannot be added: only {accepted} files are accepted." in text
     assert not NoteAttachment.objects.exists()
     assert Note.objects.count() == notes_before
     assert _stored_files() == []
@@ -279,6 +280,10 @@ def test_bob_cannot_add_text_to_alices_notebook(bob, notebook, note):
 
 
 def test_file_inputs_accept_what_the_allowlist_takes(alice_client, note):
-    assert upload_accept() == "application/pdf,text/markdown,text/plain,.pdf,.md,.txt"
+    accept = (
+        "application/pdf,text/markdown,text/plain,image/jpeg,image/png,image/gif,image/webp,"
+        ".pdf,.md,.txt,.jpg,.jpeg,.png,.gif,.webp"
+    )
+    assert upload_accept() == accept
     html = alice_client.get(f"/notes/{note.pk}/").content.decode()
-    assert 'accept="application/pdf,text/markdown,text/plain,.pdf,.md,.txt"' in html
+    assert f'accept="{accept}"' in html

@@ -1,0 +1,54 @@
+"""The name a source is shown and downloaded under once it has a profile."""
+
+from __future__ import annotations
+
+import re
+from pathlib import PurePosixPath
+
+from django.utils.text import slugify
+
+from attachments.models import NoteAttachment, SourceProfile
+
+# DocType values as they appear in a display name: "FlightTicket-20260312-...".
+TYPE_LABELS: dict[str, str] = {
+    SourceProfile.DocType.INVOICE: "Invoice",
+    SourceProfile.DocType.RECEIPT: "Receipt",
+    SourceProfile.DocType.FLIGHT_TICKET: "FlightTicket",
+    SourceProfile.DocType.ORDER_CONFIRMATION: "OrderConfirmation",
+    SourceProfile.DocType.OTHER: "Other",
+}
+SLUG_MAX = 48
+# Letters NFKD does not decompose; slugify would drop them ("Bærum" -> "brum").
+FOLD = str.maketrans({"æ": "ae", "Æ": "AE", "ø": "o", "Ø": "O", "ß": "ss", "đ": "d", "ł": "l"})
+
+
+def file_extension(attachment: NoteAttachment) -> str:
+    """The original file's extension, lower case without the dot ("pdf" when it has none)."""
+    suffix = PurePosixPath(attachment.original_name or "").suffix.lower().lstrip(".")
+    if suffix and suffix.isalnum() and len(suffix) <= 8:
+        return suffix
+    return "pdf"
+
+
+def display_name(attachment: NoteAttachment) -> str:
+    """`{DocType}-{yyyyMMdd}-{slug}-{shortId}.{ext}` from the source's profile; the original
+    file name while it has no ready profile. The date is the document's own when found,
+    else the upload's; the short id is the first 8 hex digits of the attachment's uuid."""
+    try:
+        profile = attachment.profile
+    except SourceProfile.DoesNotExist:
+        return attachment.original_name
+    if profile.status != SourceProfile.Status.READY and not profile.edited:
+        return attachment.original_name
+    label = TYPE_LABELS.get(profile.doc_type, "Other")
+    day = profile.doc_date or (attachment.created_at.date() if attachment.created_at else None)
+    date = day.strftime("%Y%m%d") if day else "00000000"
+    stem = PurePosixPath(attachment.original_name or "").stem
+    slug = (
+        slugify(re.sub(r"[\W_]+", " ", (profile.better_name or stem).translate(FOLD)))[
+            :SLUG_MAX
+        ].strip("-")
+        or "document"
+    )
+    short_id = attachment.uuid.hex[:8]
+    return f"{label}-{date}-{slug}-{short_id}.{file_extension(attachment)}"

@@ -1,0 +1,82 @@
+"""REST endpoints for source profiles; every handler reads through a selector with request.user."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import Http404
+from ninja import Router
+
+from attachments.models import NoteAttachment
+from attachments.naming import display_name
+from intelligence import selectors, services
+from intelligence.schemas import ProfileIn, ProfileOut
+from notebook.types import AuthenticatedHttpRequest
+
+router = Router(tags=["intelligence"])
+
+
+def _out(attachment: NoteAttachment) -> dict[str, Any]:
+    profile = selectors.profile_of(attachment)
+    base = {
+        "attachment_id": attachment.pk,
+        "original_name": attachment.original_name,
+        "display_name": display_name(attachment),
+    }
+    if profile is None:
+        return {
+            **base,
+            "status": "none",
+            "doc_type": "other",
+            "confidence": 0.0,
+            "better_name": "",
+            "doc_date": None,
+            "extracted": {},
+            "edited": False,
+            "method": "",
+            "timings": {},
+            "error": "",
+            "updated_at": None,
+        }
+    return {
+        **base,
+        "status": profile.status,
+        "doc_type": profile.doc_type,
+        "confidence": profile.confidence,
+        "better_name": profile.better_name,
+        "doc_date": profile.doc_date,
+        "extracted": profile.extracted,
+        "edited": profile.edited,
+        "method": profile.method,
+        "timings": profile.timings,
+        "error": profile.error,
+        "updated_at": profile.updated_at,
+    }
+
+
+@router.get("/attachments/{attachment_id}/profile", response=ProfileOut)
+def retrieve_profile(request: AuthenticatedHttpRequest, attachment_id: int) -> dict[str, Any]:
+    """The source's document type, confidence, better name, display name and extracted data
+    (`status` is `none` until it has been analysed; poll while `pending` or `processing`)."""
+    attachment = selectors.source_get(user=request.user, attachment_id=attachment_id)
+    return _out(attachment)
+
+
+@router.patch("/attachments/{attachment_id}/profile", response=ProfileOut)
+def update_profile(
+    request: AuthenticatedHttpRequest, attachment_id: int, payload: ProfileIn
+) -> dict[str, Any]:
+    """Correct the type, name or data (validated; marks the profile edited so a regeneration
+    keeps them). 404 for anyone else's source or a source not analysed yet."""
+    attachment = selectors.source_get(user=request.user, attachment_id=attachment_id)
+    profile = selectors.profile_of(attachment)
+    if profile is None or attachment.note.notebook.owner_id != request.user.pk:
+        raise Http404
+    services.profile_edit(
+        profile=profile,
+        doc_type=payload.doc_type,
+        better_name=payload.better_name,
+        extracted=payload.extracted,
+    )
+    attachment.refresh_from_db()
+    return _out(selectors.source_get(user=request.user, attachment_id=attachment_id))

@@ -1,0 +1,27 @@
+"""Profiles as their owner sees them: scoped through attachments' selectors (another user's
+source is a 404)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from attachments.models import NoteAttachment, SourceProfile
+from attachments.selectors import attachment_get
+
+if TYPE_CHECKING:
+    from notebook.types import User
+
+
+def source_get(*, user: User, attachment_id: int) -> NoteAttachment:
+    """A source the user may see (Http404 otherwise), with its profile loaded when it has one."""
+    attachment = attachment_get(user=user, attachment_id=attachment_id)
+    return NoteAttachment.objects.select_related("note", "note__notebook", "profile").get(
+        pk=attachment.pk
+    )
+
+
+def profile_of(attachment: NoteAttachment) -> SourceProfile | None:
+    try:
+        return attachment.profile
+    except SourceProfile.DoesNotExist:
+        return None

@@ -129,6 +129,8 @@
     root.dataset.kind = image ? "image" : "pdf";
     el("sheet").hidden = image;
     el("figure").hidden = !image;
+    const shown = el("image");
+    if (shown && !image) shown.remove(); // no <img> in the page but while one is shown
     if (image) showImage();
     else show(page, true);
   }
@@ -142,7 +144,14 @@
     state.pages = 1;
     updateControls(1);
     el("open").href = state.file;
-    const picture = el("image");
+    let picture = el("image");
+    if (!picture) {
+      picture = document.createElement("img");
+      picture.className = "pdf-viewer-image";
+      picture.dataset.viewerRole = "image";
+      picture.dataset.testid = "viewer-image";
+      el("figure").prepend(picture);
+    }
     const caption = el("image-quote");
     caption.textContent = state.quote;
     caption.hidden = !state.quote;
@@ -175,6 +184,8 @@
     cancelRender();
     state.root.hidden = true;
     document.documentElement.classList.remove("pdf-viewer-open");
+    const picture = el("image");
+    if (picture) picture.remove();
     let target = state.opener;
     if ((!target || !target.isConnected) && state.openerKey) {
       // The answer was swapped in again (HTMX, the socket) while the panel was open.

@@ -196,6 +196,39 @@ def run_text(path: str, password: str, max_pages: int) -> None:
         _emit(record)
 
 
+ROW_OVERLAP = 0.5  # share of the smaller box's height two boxes' centres may differ by in a row
+
+
+def ocr_text(result: Any) -> str:
+    """The text OCR found, in reading order: its boxes grouped into rows (a box joins a row
+    when their vertical centres are within ROW_OVERLAP of the smaller height, which survives a
+    slightly tilted photo), each row left to right, rows top to bottom. In detection order a
+    receipt's amounts can come before their labels ("231,50" then "TOTALT NOK")."""
+    texts = [str(t).strip() for t in (getattr(result, "txts", None) or ())]
+    boxes = getattr(result, "boxes", None)
+    if boxes is None or len(boxes) != len(texts):
+        return "\n".join(t for t in texts if t)
+    words = []
+    for text, box in zip(texts, boxes, strict=True):
+        if not text:
+            continue
+        ys = [float(point[1]) for point in box]
+        xs = [float(point[0]) for point in box]
+        words.append(((min(ys) + max(ys)) / 2, max(max(ys) - min(ys), 1.0), min(xs), text))
+    rows: list[list[tuple[float, float, float, str]]] = []
+    for word in sorted(words):
+        centre, height = word[0], word[1]
+        row = rows[-1] if rows else None
+        if row is not None:
+            row_centre = sum(w[0] for w in row) / len(row)
+            row_height = min(w[1] for w in row)
+            if abs(centre - row_centre) <= ROW_OVERLAP * min(height, row_height):
+                row.append(word)
+                continue
+        rows.append([word])
+    return "\n".join(" ".join(w[3] for w in sorted(row, key=lambda w: w[2])) for row in rows)
+
+
 def run_ocr(path: str, password: str, pages: list[int]) -> None:
     import numpy as np
     import pypdfium2 as pdfium
@@ -214,8 +247,7 @@ def run_ocr(path: str, password: str, pages: list[int]) -> None:
             scale = (max_pixels / (width * height)) ** 0.5
         image = page.render(scale=scale).to_numpy()
         result = engine(np.ascontiguousarray(image[:, :, :3]))
-        texts = list(getattr(result, "txts", None) or ())
-        _emit({"page": number, "text": "\n".join(t.strip() for t in texts if t.strip())})
+        _emit({"page": number, "text": ocr_text(result)})
 
 
 def _open_image(path: str) -> Any:
@@ -245,8 +277,7 @@ def run_ocr_image(path: str) -> None:
         image = background
     engine = RapidOCR(params={"Global.log_level": "error"})
     result = engine(np.ascontiguousarray(np.asarray(image)))
-    texts = list(getattr(result, "txts", None) or ())
-    _emit({"page": 1, "text": "\n".join(t.strip() for t in texts if t.strip())})
+    _emit({"page": 1, "text": ocr_text(result)})
 
 
 def run_thumbnail(kind: str, path: str, password: str, out: str) -> None:

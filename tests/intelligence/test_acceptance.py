@@ -117,12 +117,6 @@ def test_offline_the_receipt_is_classified_dated_and_found_first(five, alice_api
     assert hybrid["hits"][0]["attachment_id"] == receipt.pk
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="image OCR (attachments/pdf/child.py run_ocr_image) joins RapidOCR's boxes one per "
-    "line in detection order without grouping them into rows: on the tilted photo each amount "
-    "comes before its label, so 'TOTALT NOK' is followed by the VAT amount 30,20",
-)
 def test_offline_the_receipts_total_is_extracted(five):
     assert Decimal(str(five["receipt"].profile.extracted["total"])) == Decimal("231.50")
 

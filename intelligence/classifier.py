@@ -170,6 +170,10 @@ DESCRIPTIONS = {
 }
 
 
+# The descriptions' vectors per embedding model: embedded once per process.
+_DESCRIPTION_VECTORS: dict[str, list[list[float]]] = {}
+
+
 @dataclass(frozen=True)
 class Classification:
     doc_type: str
@@ -198,11 +202,15 @@ def embedding_scores(text: str) -> dict[str, float]:
 
     try:
         embedder = get_embedder()
-        vectors = embedder.embed([text[:1500], *DESCRIPTIONS.values()])
+        labels = _DESCRIPTION_VECTORS.get(embedder.model_name)
+        if labels is None:
+            labels = embedder.embed(list(DESCRIPTIONS.values()))
+            _DESCRIPTION_VECTORS[embedder.model_name] = labels
+        (vector,) = embedder.embed([text[:1500]])
     except Exception:
         logger.info("no embeddings for classification; keywords only", exc_info=True)
         return dict.fromkeys(DESCRIPTIONS, 0.0)
-    sims = {kind: _cosine(vectors[0], v) for kind, v in zip(DESCRIPTIONS, vectors[1:], strict=True)}
+    sims = {kind: _cosine(vector, v) for kind, v in zip(DESCRIPTIONS, labels, strict=True)}
     return {kind: sim - (sum(sims.values()) - sim) / (len(sims) - 1) for kind, sim in sims.items()}
 
 

@@ -70,7 +70,11 @@ def profile_request(*, attachment_id: int) -> SourceProfile | None:
             return None
         profile, _ = SourceProfile.objects.select_for_update().get_or_create(attachment=attachment)
         SourceProfile.objects.filter(pk=profile.pk).update(
-            token=F("token") + 1, status=Status.PENDING, attempts=0, error="", heartbeat_at=None
+            token=F("token") + 1,
+            status=Status.PENDING,
+            attempts=0,
+            error="",
+            heartbeat_at=timezone.now(),  # the reaper requeues it if its task is lost
         )
         profile.refresh_from_db()
         pk, token = profile.pk, profile.token
@@ -183,6 +187,38 @@ def profile_build(*, profile_id: int, token: int) -> bool:
         )
         raise
     return bool(written)
+
+
+def profile_reap_stuck() -> int:
+    """Requeue (or, after INGEST_MAX_ATTEMPTS runs, fail) profiles whose run stopped without
+    finishing, and requeue pending ones of ready sources whose task was lost. Returns how many
+    it touched. A requeued run keeps its token: two runs of one token write the same result."""
+    from datetime import timedelta
+
+    now = timezone.now()
+    cutoff = now - timedelta(seconds=settings.INGEST_STALE_SECONDS)
+    touched = 0
+    stuck = SourceProfile.objects.filter(
+        status__in=[Status.PROCESSING, Status.PENDING],
+        heartbeat_at__lt=cutoff,
+        attachment__status=NoteAttachment.Status.READY,
+    )
+    for profile in stuck:
+        rows = SourceProfile.objects.filter(
+            pk=profile.pk, token=profile.token, status=profile.status
+        )
+        if profile.attempts >= settings.INGEST_MAX_ATTEMPTS:
+            touched += rows.update(
+                status=Status.FAILED,
+                error=f"Analysing the document stopped {profile.attempts} times without finishing.",
+            )
+        elif rows.update(status=Status.PENDING, heartbeat_at=now):
+            touched += 1
+            pk, token = profile.pk, profile.token
+            _enqueue(pk, token)
+    if touched:
+        logger.warning("profile reaper touched %s profile(s)", touched)
+    return touched
 
 
 def parse_extracted(raw: str) -> dict[str, Any]:

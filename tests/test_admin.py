@@ -19,10 +19,11 @@ def admin_client_logged_in() -> Client:
 
 def test_every_model_is_registered_with_list_display_and_search():
     from accounts.models import ApiToken
-    from attachments.models import DocumentChunk, DocumentPage, NoteAttachment
+    from attachments.models import DocumentChunk, DocumentPage, NoteAttachment, SourceProfile
     from notes.models import Note, Notebook
 
-    for model in (Notebook, Note, ApiToken, NoteAttachment, DocumentPage, DocumentChunk):
+    models = (Notebook, Note, ApiToken, NoteAttachment, DocumentPage, DocumentChunk, SourceProfile)
+    for model in models:
         model_admin = admin.site._registry[model]
         assert len(model_admin.list_display) > 1
         assert model_admin.search_fields

@@ -11,7 +11,7 @@ from django.db import connection
 from django.utils import timezone
 
 from attachments import services
-from attachments.models import ChunkVector, DocumentChunk, NoteAttachment
+from attachments.models import ChunkVector, DocumentChunk, NoteAttachment, SourceProfile
 from notes.models import NoteVector
 from tests.conftest import EVAL_PDFS, upload
 from tests.factories import NotebookFactory, NoteFactory
@@ -257,13 +257,16 @@ def test_reembed_command_resizes_vectors_for_a_new_model(alice, note, settings, 
     from attachments.management.commands.reembed import column_dimensions
 
     attachment = ingest(upload(alice, note, "url.pdf"))
+    SourceProfile.objects.filter(attachment=attachment).update(
+        canonical_text="url.sty\nType: Other"
+    )
     with fake_openai_server(dims=16) as server:
         settings.EMBEDDING_BACKEND = "openai"
         settings.EMBEDDING_BASE_URL = server.url
         settings.EMBEDDING_MODEL = "small-embed"
         settings.EMBEDDING_DIMENSIONS = 16
         # What a restart with the new setting does to the model field.
-        for model in (ChunkVector, NoteVector):
+        for model in (ChunkVector, NoteVector, SourceProfile):
             monkeypatch.setattr(model._meta.get_field("embedding"), "dimensions", 16)
         with pytest.raises(CommandError, match="--yes"):
             call_command("reembed")
@@ -278,6 +281,9 @@ def test_reembed_command_resizes_vectors_for_a_new_model(alice, note, settings, 
         vectors = ChunkVector.objects.filter(attachment=attachment)
         assert vectors.count() == len(chunks)  # the server takes whole passages: one window
         assert all(len(v.embedding) == 16 for v in vectors)
+        profile = SourceProfile.objects.get(attachment=attachment)  # the ready hook's
+        assert profile.embedding_model == "small-embed"  # its canonical text, re-embedded
+        assert len(profile.embedding) == 16
         call_command("reembed", "--sync")  # nothing left to do
 
 

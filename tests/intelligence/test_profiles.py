@@ -290,3 +290,26 @@ def test_display_name_falls_back_to_the_original_name(invoice):
     assert name.startswith(f"FlightTicket-{profile.doc_date:%Y%m%d}-flight-ticket-osl-bgo-sk4035-")
     assert "aerosk" in name
     assert name.endswith(f"-{invoice.uuid.hex[:8]}.pdf")
+
+
+def test_reaper_requeues_a_lost_run_and_fails_after_the_attempts(invoice, settings):
+    from datetime import timedelta
+
+    from django_q.models import Schedule
+
+    from intelligence.services import profile_reap_stuck
+
+    assert Schedule.objects.filter(func="intelligence.tasks.reap_stuck_profiles").exists()
+    profile = profile_request(attachment_id=invoice.pk)
+    assert profile_reap_stuck() == 0  # fresh: its task is on its way
+    old = timezone.now() - timedelta(seconds=settings.INGEST_STALE_SECONDS + 5)
+    SourceProfile.objects.filter(pk=profile.pk).update(status="processing", heartbeat_at=old)
+    assert profile_reap_stuck() == 1
+    assert SourceProfile.objects.get(pk=profile.pk).status == "pending"
+    SourceProfile.objects.filter(pk=profile.pk).update(
+        status="processing", heartbeat_at=old, attempts=settings.INGEST_MAX_ATTEMPTS
+    )
+    assert profile_reap_stuck() == 1
+    failed = SourceProfile.objects.get(pk=profile.pk)
+    assert failed.status == "failed"
+    assert "stopped" in failed.error

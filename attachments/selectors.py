@@ -30,7 +30,7 @@ def notebook_sources(*, user: User, notebook_id: int) -> QuerySet[NoteAttachment
     notebook = notebook_get(user=user, notebook_id=notebook_id)
     return (
         NoteAttachment.objects.filter(note__notebook=notebook, note__trashed_at__isnull=True)
-        .select_related("note")
+        .select_related("note", "profile")
         .order_by("-note__updated_at", "note_id", "created_at")
     )
 

@@ -30,6 +30,22 @@ def file_extension(attachment: NoteAttachment) -> str:
     return "pdf"
 
 
+def _slug(profile: SourceProfile, stem: str) -> str:
+    """Who the document is from (vendor, merchant) when known, else its better name without
+    the type it starts with (the display name says the type already): "acme-consulting-ltd",
+    not "invoice-inv-2025-0042-from-acme-consulting-ltd"."""
+    extracted = profile.extracted if isinstance(profile.extracted, dict) else {}
+    subject = next(
+        (str(extracted[key]) for key in ("vendor", "merchant") if extracted.get(key)), ""
+    )
+    slug = slugify(re.sub(r"[\W_]+", " ", (subject or profile.better_name or stem).translate(FOLD)))
+    for words in ("order-confirmation", "flight-ticket", "invoice", "receipt"):
+        if slug.startswith(words + "-") and not subject:
+            slug = slug[len(words) + 1 :]
+            break
+    return slug[:SLUG_MAX].strip("-") or "document"
+
+
 def display_name(attachment: NoteAttachment) -> str:
     """`{DocType}-{yyyyMMdd}-{slug}-{shortId}.{ext}` from the source's profile; the original
     file name while it has no ready profile. The date is the document's own when found,
@@ -44,11 +60,6 @@ def display_name(attachment: NoteAttachment) -> str:
     day = profile.doc_date or (attachment.created_at.date() if attachment.created_at else None)
     date = day.strftime("%Y%m%d") if day else "00000000"
     stem = PurePosixPath(attachment.original_name or "").stem
-    slug = (
-        slugify(re.sub(r"[\W_]+", " ", (profile.better_name or stem).translate(FOLD)))[
-            :SLUG_MAX
-        ].strip("-")
-        or "document"
-    )
+    slug = _slug(profile, stem)
     short_id = attachment.uuid.hex[:8]
     return f"{label}-{date}-{slug}-{short_id}.{file_extension(attachment)}"

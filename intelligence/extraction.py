@@ -16,10 +16,43 @@ ITEM_SKIP = re.compile(
 )
 
 
+# "From: Acme Ltd", "Seller: …", "Fra: …", "Von: …": the name after the label is the party's.
+_PARTY_LABEL = re.compile(
+    r"^\s*(?:from|seller|vendor|supplier|sold by|bill from|fra|selger|leverandør|von|"
+    r"verkäufer|lieferant)\s*:\s*(?P<name>.+)$",
+    re.I,
+)
+# What follows a name on its line and is not part of it: ", VAT number …", " Org.nr …".
+_NAME_TAIL = re.compile(r"[,;]?\s*\b(?:vat|mva|org|ust|tax|tel|phone|e-?mail)\b.*$", re.I)
+
+
+def _party(line: str) -> str:
+    return _NAME_TAIL.sub("", line).strip(" ,;:-")
+
+
+_TO_LINE = re.compile(r"^\s*(?:to|til|an)\s*:\s*(?P<name>.+)$", re.I | re.M)
+
+
+def _customer(text: str) -> str | None:
+    """Who an invoice is for: after "Bill to", "Customer", "Kunde"…, else a "To:" line."""
+    found = p.first(p.CUSTOMER, text)
+    if found:
+        return _party(found) or found
+    line = _TO_LINE.search(text)
+    return _party(line.group("name")) or None if line else None
+
+
 def _name_line(text: str) -> str | None:
-    """The first line that reads like a name: letters, short, no amount or date."""
-    for line in text.splitlines()[:8]:
-        line = line.strip()
+    """The party a document is from: the name after a "From:"-like label, else the first
+    line that reads like a name (letters, short, no amount or date); either without what
+    follows the name on its line (VAT or organisation number, phone)."""
+    lines = text.splitlines()
+    for line in lines[:15]:
+        labelled = _PARTY_LABEL.match(line)
+        if labelled and _party(labelled.group("name")):
+            return _party(labelled.group("name"))
+    for line in lines[:8]:
+        line = _party(line.strip())
         if (
             3 <= len(line) <= 60
             and re.search(r"[A-Za-zÀ-ÿ\u4e00-\u9fff]{2}", line)
@@ -78,7 +111,7 @@ def extract(doc_type: str, text: str) -> dict[str, Any]:
             "issue_date": _iso(issue),
             "due_date": _iso(due if due != issue else None),
             "vendor": _name_line(text),
-            "customer": p.first(p.CUSTOMER, text),
+            "customer": _customer(text),
             "line_items": _items(text),
             "total": total,
             "vat": vat,

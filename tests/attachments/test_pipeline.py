@@ -87,7 +87,7 @@ def test_every_eval_pdf_ingests(alice, note, name):
     assert attachment.ocr_pages == ocr
     assert attachment.stage == "done"
     assert attachment.embedding_model == "all-MiniLM-L6-v2"
-    assert set(attachment.timings) == {"extract", "ocr", "chunk", "embed"}
+    assert set(attachment.timings) == {"extract", "ocr", "chunk", "embed", "thumbnail"}
     assert_consistent(attachment)
     hits = keyword_hits(attachment, query)
     assert hits, f"no chunk matches {query!r}"

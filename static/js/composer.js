@@ -244,7 +244,7 @@
 
   // --- Suggestions ------------------------------------------------------------------------
 
-  const menu = { open: false, items: [], active: -1, token: null, seq: 0, timer: 0 };
+  const menu = { open: false, items: [], active: -1, token: null, seq: 0, timer: 0, waiting: false };
 
   function listbox() {
     const f = form();
@@ -252,6 +252,7 @@
   }
 
   function closeMenu() {
+    menu.waiting = false;
     menu.open = false;
     menu.items = [];
     menu.active = -1;
@@ -330,10 +331,14 @@
     menu.token = token;
     if (!token) {
       if (menu.open) closeMenu();
+      clearTimeout(menu.timer);
+      menu.seq++;
+      menu.waiting = false;
       return;
     }
     clearTimeout(menu.timer);
     const seq = ++menu.seq;
+    menu.waiting = true; // until the suggestions are shown (or the list is closed)
     menu.timer = setTimeout(function () {
       const params = new URLSearchParams({ notebook: f.dataset.notebook, q: token.term, all: token.everything ? "1" : "0" });
       fetch(f.dataset.mentionsUrl + "?" + params.toString(), { credentials: "same-origin", headers: { Accept: "application/json" } })
@@ -343,10 +348,13 @@
         })
         .then(function (data) {
           if (seq !== menu.seq) return; // a newer keystroke asked since
+          menu.waiting = false;
           showMenu(Array.isArray(data.results) ? data.results : [], data.empty);
         })
         .catch(function () {
-          if (seq === menu.seq) showMenu([], _("Suggestions are unavailable right now."));
+          if (seq !== menu.seq) return;
+          menu.waiting = false;
+          showMenu([], _("Suggestions are unavailable right now."));
         });
     }, DEBOUNCE_MS);
   }
@@ -455,6 +463,13 @@
       if (!menu.open || event.isComposing || !t.matches || !t.matches("#ask-form textarea")) {
         if (t.matches && t.matches("#ask-form textarea") && (event.key === "ArrowLeft" || event.key === "ArrowRight")) {
           setTimeout(lookUp, 0); // the cursor moved to or from a token
+        }
+        // Enter on a mention whose suggestions have not arrived yet waits for them (the next
+        // Enter picks one) instead of sending the question with the @token in it.
+        if (!event.isComposing && event.key === "Enter" && !event.shiftKey && menu.waiting &&
+            t.matches && t.matches("#ask-form textarea")) {
+          event.preventDefault();
+          event.stopImmediatePropagation();
         }
         return;
       }

@@ -230,7 +230,9 @@ def test_a_chip_scopes_the_answer_and_an_unticked_source_is_not_cited(
     field = composer(page)
     field.click()
     field.press_sequentially("@@R-data")
+    field.press("Enter")  # before the suggestions arrive: it waits for them, it does not send
     expect(listbox(page).get_by_role("option").first).to_contain_text("R-data.pdf")
+    assert not Message.objects.exists()
     field.press("Enter")
     field.press_sequentially("How do I read data from a URL?")
     field.press("Enter")  # the first question of the workspace: a plain post

@@ -66,7 +66,10 @@ def test_the_workspace_follows_the_browsers_language(alice_client, notebook):
     german = page(alice_client, url, "de-DE,de;q=0.9,en;q=0.5")
     assert '<html lang="de"' in german
     assert "Stell deine erste Frage." in german
-    assert "<strong>Quellen hinzufügen</strong>: PDFs hier ablegen oder" in german
+    assert (
+        "<strong>Quellen hinzufügen</strong>: zieh PDFs, Bilder, Markdown- oder Textdateien "
+        "hierher, oder" in german
+    )
     assert ">Erkunden</option>" in german  # the mode labels of the form
     assert "Ask your first question." not in german
     chinese = page(alice_client, url, "zh-CN,zh;q=0.9")
@@ -74,7 +77,10 @@ def test_the_workspace_follows_the_browsers_language(alice_client, notebook):
     assert "<strong>添加来源</strong>" in chinese
     english = page(alice_client, url, "en-GB,en;q=0.9")
     assert "Ask your first question." in english
-    assert "<strong>Add sources</strong>: drop PDFs here or" in english
+    assert (
+        "<strong>Add sources</strong>: drop PDFs, images, Markdown or text files here, or"
+        in english
+    )
 
 
 @pytest.mark.django_db

@@ -106,7 +106,15 @@ def js_errors(viewer_context: BrowserContext, viewer_page: Page) -> list[str]:
         "response",
         lambda r: errors.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None,
     )
-    page.on("requestfailed", lambda r: errors.append(f"failed: {r.url} {r.failure}"))
+    # A request the browser dropped because the page navigated on is no error of the page's.
+    page.on(
+        "requestfailed",
+        lambda r: (
+            errors.append(f"failed: {r.url} {r.failure}")
+            if r.failure != "net::ERR_ABORTED"
+            else None
+        ),
+    )
     return errors
 
 

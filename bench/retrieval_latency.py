@@ -204,9 +204,17 @@ def _index_defs(cursor: Any, names: tuple[str, ...]) -> dict[str, str]:
 
 
 def replicate(
-    *, seed: dict[str, Any], target_chunks: int, vectors: str, noise: float, seed_rng: int
+    *,
+    seed: dict[str, Any],
+    target_chunks: int,
+    vectors: str,
+    noise: float,
+    seed_rng: int,
+    first_copy: int = 0,
 ) -> dict[str, Any]:
-    """Copy the seed chunks and vectors into synthetic attachments until `target_chunks`."""
+    """Copy the seed chunks and vectors into synthetic attachments until the database holds
+    about `target_chunks`. A second call grows the corpus: copies are numbered on from
+    `first_copy` (their tokens and random draws differ from the first call's)."""
     from django.contrib.auth import get_user_model
     from django.db import connection, transaction
     from pgvector.psycopg import register_vector
@@ -216,15 +224,15 @@ def replicate(
     from notebook.language import SEGMENTED, WORD_COUNT_SQL, segment_for_search, tsvector_sql
     from notes.models import Note, Notebook
 
-    rng = random.Random(seed_rng)  # noqa: S311 - benchmark data, not secrets
-    nprng = np.random.default_rng(seed_rng)
+    rng = random.Random(seed_rng + first_copy)  # noqa: S311 - benchmark data, not secrets
+    nprng = np.random.default_rng(seed_rng + first_copy)
     timings: dict[str, float] = {}
     User = get_user_model()
     bench = User.objects.get(pk=seed["user_id"])
-    others = [
-        User.objects.create_user(username=f"bench-other-{i}", password=None)
-        for i in range(1, OTHER_USERS + 1)
-    ]
+    others = []
+    for i in range(1, OTHER_USERS + 1):
+        other = User.objects.filter(username=f"bench-other-{i}").first()
+        others.append(other or User.objects.create_user(username=f"bench-other-{i}", password=None))
 
     seed_atts = list(
         NoteAttachment.objects.filter(
@@ -237,7 +245,7 @@ def replicate(
         .values_list("pk", "attachment_id", "content")
     )
     n_seed = len(seed_chunks)
-    copies = max(0, math.ceil((target_chunks - n_seed) / n_seed))
+    copies = max(0, math.ceil((target_chunks - DocumentChunk.objects.count()) / n_seed))
     language = {a.pk: a.language for a in seed_atts}
     config = {a.pk: a.search_config for a in seed_atts}
     # Chinese is indexed as jieba words: vary the segmented words for the tsvector (cut once
@@ -251,8 +259,9 @@ def replicate(
     # Layout: copy c is one note (every 5th copy: one note per attachment); a quarter of the
     # copies belong to other users; notes are grouped NOTES_PER_NOTEBOOK to a notebook.
     started = time.perf_counter()
-    owners = [others[c % OTHER_USERS] if c % 4 == 2 else bench for c in range(copies)]
-    split = [c % 5 == 1 for c in range(copies)]
+    numbers = range(first_copy, first_copy + copies)
+    owners = [others[c % OTHER_USERS] if c % 4 == 2 else bench for c in numbers]
+    split = [c % 5 == 1 for c in numbers]
     notebooks: dict[int, list[Notebook]] = {}
     note_count: dict[int, int] = {}
     note_specs: list[tuple[Notebook, str]] = []
@@ -267,7 +276,10 @@ def replicate(
                 notebooks.setdefault(owner.pk, []).append(nb)
             note_count[owner.pk] = n + 1
             note_specs.append(
-                (notebooks[owner.pk][-1], f"Copy {c}" + (f".{i}" if split[c] else ""))
+                (
+                    notebooks[owner.pk][-1],
+                    f"Copy {first_copy + c}" + (f".{i}" if split[c] else ""),
+                )
             )
     Notebook.objects.bulk_create([nb for nbs in notebooks.values() for nb in nbs])
     # Empty bodies and no tsvector/vectors: the notes themselves match nothing, so every hit
@@ -350,7 +362,7 @@ def replicate(
             "COPY bench_stage (id, seed_id, attachment_id, content, index_text) FROM STDIN"
         ) as copy:
             for c in range(copies):
-                token = f"bench{c:04d}{rng.getrandbits(20):05x}"
+                token = f"bench{first_copy + c:04d}{rng.getrandbits(20):05x}"
                 for j, (seed_pk, att, _) in enumerate(seed_chunks):
                     content = _vary_words(words[j], token, rng)
                     seg = index_words[j]
@@ -1004,6 +1016,47 @@ def print_report(report: dict[str, Any]) -> None:
         print()
 
 
+def print_growth(report: dict[str, Any]) -> None:
+    """Latency per mode at each size side by side, and how p95 grew against the corpus."""
+    parts = [report, *report.get("larger", [])]
+    parts = [p for p in parts if p.get("latency") and p.get("corpus")]
+    if len(parts) < 2:
+        return
+    first = parts[0]
+    print("== Growth: ms (p50 / p95) per size; p95 growth vs corpus growth ==")
+    head = f"{'chunks':>10}" + "".join(f"{mode:>18}" for mode in MODES) + f"{'recall@10':>11}"
+    print(head)
+    print("-" * len(head))
+    for part in parts:
+        modes = part["latency"]["modes"]
+        recall = part.get("recall", {}).get("rows", [{}])[0].get("result", {}).get("mean_recall")
+        print(
+            f"{part['corpus']['chunks']:>10,}"
+            + "".join(
+                f"{_ms(modes[m]['total']['p50']):>9} / {_ms(modes[m]['total']['p95']):>6}"
+                for m in MODES
+            )
+            + (f"{recall:>11.3f}" if recall is not None else "")
+        )
+    print("-" * len(head))
+    base_chunks = first["corpus"]["chunks"]
+    for part in parts[1:]:
+        growth = part["corpus"]["chunks"] / base_chunks
+        cells = []
+        for m in MODES:
+            ratio = (
+                part["latency"]["modes"][m]["total"]["p95"]
+                / first["latency"]["modes"][m]["total"]["p95"]
+            )
+            cells.append(f"{m} {ratio:.2f}x {_ok(ratio < growth)}")
+        print(
+            f"{part['corpus']['chunks']:,} vs {base_chunks:,} chunks ({growth:.2f}x): p95 "
+            + ", ".join(cells)
+            + " (OK = grew less than linearly)"
+        )
+    print()
+
+
 # --- main ------------------------------------------------------------------------------------
 
 
@@ -1011,7 +1064,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--pdfs", type=Path, default=DEFAULT_PDFS, help="folder of seed PDFs")
     parser.add_argument("--questions", type=Path, default=DEFAULT_QUESTIONS)
-    parser.add_argument("--chunks", type=int, default=100_000, help="corpus size (approx.)")
+    parser.add_argument(
+        "--chunks",
+        default="100000",
+        help="corpus size (approx.); several sizes separated by commas (e.g. 100000,300000) "
+        "grow one corpus and measure at each",
+    )
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument(
         "--vectors",
@@ -1029,7 +1087,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--max-seconds", type=int, default=1800, help="stop after this long")
     parser.add_argument("--keep-data", action="store_true", help="keep the temporary DATA_DIR")
     args = parser.parse_args(argv)
-    if args.chunks < 1 or args.queries < 1:
+    try:
+        args.sizes = sorted({int(x.replace("_", "")) for x in str(args.chunks).split(",") if x})
+    except ValueError:
+        parser.error("--chunks takes whole numbers separated by commas")
+    if not args.sizes or args.sizes[0] < 1 or args.queries < 1:
         parser.error("--chunks and --queries must be positive")
     if args.noise is None:
         args.noise = 0.01 if args.vectors == "mix" else 0.04
@@ -1052,7 +1114,7 @@ def main(argv: list[str] | None = None) -> int:
     code = 0
     started = time.perf_counter()
     django_ready = False
-    latency_raw: dict[str, Any] = {}
+    latency_raw: list[tuple[dict[str, Any], dict[str, Any]]] = []
     # A SIGTERM (a CI job cancelled, a `kill`) ends the run like the deadline does, so the
     # embedded server is stopped and the temporary DATA_DIR removed rather than left running.
     signal.signal(signal.SIGTERM, _terminated)
@@ -1073,29 +1135,42 @@ def main(argv: list[str] | None = None) -> int:
             build = time.perf_counter()
             report["seed"] = ingest_seed(files)
             log(f"seed: {report['seed']['chunks']} chunks in {report['seed']['seconds']}s")
-            report["replicate"] = replicate(
-                seed=report["seed"],
-                target_chunks=args.chunks,
-                vectors=args.vectors,
-                noise=args.noise,
-                seed_rng=args.seed,
-            )
-            report["build_seconds"] = round(time.perf_counter() - build, 1)
             user = get_user_model().objects.get(pk=report["seed"]["user_id"])
-            report["corpus"] = corpus_stats(user)
-            log(f"corpus: {report['corpus']}")
-
             rng = random.Random(args.seed)  # noqa: S311 - benchmark data, not secrets
             queries = make_queries(questions, args.queries, rng)
-            # Recall first: it does not depend on the lexical leg, whose time varies most.
-            log("embedding the queries for the recall runs")
-            embeddings = get_embedder().embed(queries)
-            report["recall"] = run_recall_suite(
-                user, embeddings, report["seed"]["note_id"], report["corpus"]
-            )
-            report["warmup_seconds"] = warm_up(user, queries)
-            stop_at = started + args.max_seconds - LATENCY_MARGIN_S
-            run_latency(user, queries, latency_raw, stop_at)
+            first_copy = 0
+            for number, size in enumerate(args.sizes):
+                # Each size is measured as its own report; the first one's figures stay at the
+                # top level, as before sizes could be given.
+                part: dict[str, Any] = report if number == 0 else {}
+                if number:
+                    report.setdefault("larger", []).append(part)
+                    build = time.perf_counter()
+                part["replicate"] = replicate(
+                    seed=report["seed"],
+                    target_chunks=size,
+                    vectors=args.vectors,
+                    noise=args.noise,
+                    seed_rng=args.seed,
+                    first_copy=first_copy,
+                )
+                first_copy += part["replicate"]["copies"]
+                part["build_seconds"] = round(time.perf_counter() - build, 1)
+                part["corpus"] = corpus_stats(user)
+                log(f"corpus: {part['corpus']}")
+                # Recall first: it does not depend on the lexical leg, whose time varies most.
+                log("embedding the queries for the recall runs")
+                embeddings = get_embedder().embed(queries)
+                part["recall"] = run_recall_suite(
+                    user, embeddings, report["seed"]["note_id"], part["corpus"]
+                )
+                part["warmup_seconds"] = warm_up(user, queries)
+                # The time left is shared out: the last size may use all of it.
+                left = started + args.max_seconds - LATENCY_MARGIN_S - time.perf_counter()
+                share = left if number == len(args.sizes) - 1 else left * 0.3
+                raw: dict[str, Any] = {}
+                latency_raw.append((part, raw))
+                run_latency(user, queries, raw, time.perf_counter() + share)
     except BenchTimeout as exc:
         log(str(exc))
         report["error"] = str(exc)
@@ -1105,8 +1180,9 @@ def main(argv: list[str] | None = None) -> int:
         report["error"] = f"{type(exc).__name__}: {exc}"
         code = 1
     finally:
-        if latency_raw.get("done"):
-            report["latency"] = summarize_latency(latency_raw)
+        for part, raw in latency_raw:
+            if raw.get("done"):
+                part["latency"] = summarize_latency(raw)
         report["run_seconds"] = round(time.perf_counter() - started, 1)
         if django_ready:
             teardown_django(data_dir, keep=args.keep_data)
@@ -1114,6 +1190,9 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(work, ignore_errors=True)
 
     print_report(report)
+    for part in report.get("larger", []):
+        print_report({"machine": report.get("machine", {}), "seed": report.get("seed"), **part})
+    print_growth(report)
     print(f"run time: {report['run_seconds']:.0f}s")
     if out:
         out.write_text(json.dumps(report, indent=2, default=str) + "\n")

@@ -60,7 +60,8 @@ PASSWORD = "Sturdy-Tulip-4821"
 FIRST_QUESTION = "Why does the url package refuse to break a line between two colons?"
 SECOND_QUESTION = "Which characters does the url package break lines at?"
 INGEST_STALE_SECONDS = 30  # the least allowed: a killed worker's file is requeued this soon
-INGEST_TASK = "'attachments.tasks.ingest_attachment'"  # as django-q2 logs a task it runs
+# django-q2 logs "<process> processing <task> '<function>'" when a worker starts a task.
+INGEST_TASK = "'attachments.tasks.ingest_attachment'"
 
 SETUP = """
 import json
@@ -144,7 +145,11 @@ class Topology:
 
     def ingest_runs(self) -> dict[str, int]:
         """How many ingestion tasks each worker has started (its own log)."""
-        return {name: w.text().count(INGEST_TASK) for name, w in self.workers.items()}
+        return {
+            name: sum(" processing " in line and INGEST_TASK in line for line in lines)
+            for name, w in self.workers.items()
+            for lines in [w.text().splitlines()]
+        }
 
 
 def _environment(
@@ -324,9 +329,8 @@ def test_two_webs_two_workers_behind_nginx_lose_nothing(
         answer_id = int((answer.get_attribute("id") or "").removeprefix("message-"))
         # Half-written (the model is held): what the page shows came over B's socket.
         expect(answer.locator(".streaming-text")).to_have_text(re.compile(r"\S"), timeout=60_000)
-        assert top.sql("SELECT status FROM chat_message WHERE id = %s", answer_id) == [
-            ("streaming",)
-        ]
+        ((status,),) = top.sql("SELECT status FROM chat_message WHERE id = %s", answer_id)
+        assert status in ("pending", "streaming"), status  # still being written
         streamed = [f for f in frames if f'id="message-{answer_id}-text"' in f]
         assert streamed, frames
         top.chat.gate.set()
@@ -346,24 +350,23 @@ def test_two_webs_two_workers_behind_nginx_lose_nothing(
         top.timings["cross-process stream"] = time.monotonic() - begun
 
         # --- Kill a worker mid-ingestion and the web process writing an answer. ------------
-        top.embeddings.hang = 600  # the next file's embedding requests wait: it is mid-flight
-        requests_before = len(top.embeddings.requests)
+        # R-data.pdf's passages wait at the embedding server: its ingestion is mid-flight.
+        top.embeddings.hold = lambda payload: "Import/Export" in json.dumps(payload["input"])
         runs_before = top.ingest_runs()
         second = top.upload("R-data.pdf")
         deadline = time.monotonic() + 120
-        while not (
-            top.attachment(second)["stage"] == "embedding"
-            and len(top.embeddings.requests) > requests_before
-        ):
+        while not top.embeddings.held:
             assert time.monotonic() < deadline, top.attachment(second)
             time.sleep(0.2)
+        assert top.attachment(second)["stage"] == "embedding"
         started = {n: c - runs_before[n] for n, c in top.ingest_runs().items()}
         busy = [n for n, c in started.items() if c]
         assert len(busy) == 1, started
         busy_worker, other_worker = busy[0], next(n for n in top.workers if n != busy[0])
         top.workers[busy_worker].kill()
         killed_at = time.monotonic()
-        top.embeddings.hang = 0
+        top.embeddings.hold = None
+        top.embeddings.release.set()
         # The reaper is scheduled every minute; its next run is brought to just after the
         # file goes stale (the clock of a worker that crashed at any moment).
         top.sql(
@@ -385,9 +388,8 @@ def test_two_webs_two_workers_behind_nginx_lose_nothing(
         pending = page_a.locator("article.message-assistant").last
         expect(pending.locator(".streaming-text")).to_have_text(re.compile(r"\S"), timeout=60_000)
         pending_id = int((pending.get_attribute("id") or "").removeprefix("message-"))
-        assert top.sql("SELECT status FROM chat_message WHERE id = %s", pending_id) == [
-            ("streaming",)
-        ]
+        ((status,),) = top.sql("SELECT status FROM chat_message WHERE id = %s", pending_id)
+        assert status in ("pending", "streaming"), status  # web A is writing it
         top.webs["a"].kill()
         top.chat.gate.set()
         print("web a killed while writing an answer")

@@ -4,8 +4,10 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check -q
 CHROMIUM ?= /usr/bin/chromium
+NGINX ?= /usr/sbin/nginx
+REDIS_SERVER ?= /usr/bin/redis-server
 
-.PHONY: run test lint format superuser install install-dev chromium clean-data messages
+.PHONY: run test test-topology lint format superuser install install-dev chromium servers clean-data messages
 
 $(PY):
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Notebook needs Python 3.11 (Django 5.2 LTS); set PYTHON=/path/to/python3.11"'
@@ -29,6 +31,11 @@ run: install
 ## Run the whole test suite (unit, integration, process and browser tests).
 test: install-dev chromium
 	$(PY) -m pytest
+
+## The several-machines test (tests/topology, ~2 min; README, "Running on several machines"):
+## PostgreSQL over TCP, redis-server, nginx, two web processes, two workers, one killed of each.
+test-topology: install-dev chromium servers
+	NGINX=$(NGINX) REDIS_SERVER=$(REDIS_SERVER) $(PY) -m pytest -m topology
 
 lint: install-dev
 	$(VENV)/bin/ruff check .
@@ -60,6 +67,19 @@ chromium:
 		echo "Browser tests need Chromium at $(CHROMIUM). Install it with:"; \
 		echo "    sudo apt-get install -y chromium"; \
 		echo "or point CHROMIUM=/path/to/chromium at another build."; \
+		exit 1; \
+	fi
+
+## The several-machines test needs Debian's nginx and redis-server; install them when we can.
+servers:
+	@if [ -x "$(NGINX)" ] && [ -x "$(REDIS_SERVER)" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
+		echo "Installing nginx and redis-server for the several-machines test (apt-get)…"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx redis-server >/dev/null; \
+	else \
+		echo "The several-machines test needs $(NGINX) and $(REDIS_SERVER). Install them with:"; \
+		echo "    sudo apt-get install -y nginx redis-server"; \
+		echo "or point NGINX=… and REDIS_SERVER=… at other builds."; \
 		exit 1; \
 	fi
 

@@ -142,7 +142,9 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL]},
+            # A socket waits for its next event in a 5 s BZPOPMIN; redis-py >= 8 gives up
+            # reading after 5 s by default, which failed every idle socket: read for longer.
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}]},
         }
     }
     CACHES: dict[str, dict[str, Any]] = {

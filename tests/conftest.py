@@ -42,6 +42,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # from the first browser test to the end of the session, which breaks async_to_sync in
     # any test after it.
     items.sort(key=lambda item: item.get_closest_marker("e2e") is not None)
+    # The several-machines test takes minutes (reaper and abandoned-answer clocks): only when
+    # asked for by name (`make test-topology`, i.e. `pytest -m topology`).
+    if "topology" not in (config.getoption("markexpr") or ""):
+        topology = [item for item in items if item.get_closest_marker("topology")]
+        if topology:
+            config.hook.pytest_deselected(items=topology)
+            items[:] = [item for item in items if not item.get_closest_marker("topology")]
 
 
 @pytest.fixture

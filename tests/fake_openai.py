@@ -1,7 +1,9 @@
 """A local server speaking OpenAI's /v1/embeddings protocol, for tests of the HTTP path.
 
 Behaviour is scripted per request: a list of HTTP statuses to answer before succeeding, or a
-status to answer forever, and `hang` seconds to wait before answering (a stuck server).
+status to answer forever, and `hang` seconds to wait before answering (a stuck server), or
+`hold`: requests whose payload it accepts wait until `release` is set (a client caught
+mid-request).
 Vectors are deterministic (hashed words), so similar texts get similar vectors.
 """
 
@@ -11,7 +13,7 @@ import hashlib
 import json
 import math
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -32,6 +34,9 @@ class FakeOpenAI:
         self.script: list[int] = []  # statuses to answer first, in order
         self.always: int | None = None  # answer this status to every request
         self.hang = 0.0  # seconds to wait before answering (the client times out first)
+        self.hold: Callable[[dict[str, Any]], bool] | None = None
+        self.held: list[dict[str, Any]] = []  # payloads `hold` accepted
+        self.release = threading.Event()
         self.stop = threading.Event()
         self.requests: list[dict[str, Any]] = []
         self.url = ""
@@ -47,12 +52,15 @@ def fake_openai_server(dims: int = 384) -> Iterator[FakeOpenAI]:
 
         def _json(self, status: int, body: dict[str, Any]) -> None:
             data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.send_header("retry-after-ms", "5")  # keep the SDK's backoff short in tests
-            self.end_headers()
-            self.wfile.write(data)
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.send_header("retry-after-ms", "5")  # keep the SDK's backoff short in tests
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True  # the client is gone (killed, or timed out)
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", "0"))
@@ -62,6 +70,10 @@ def fake_openai_server(dims: int = 384) -> Iterator[FakeOpenAI]:
             )
             if state.hang:
                 state.stop.wait(state.hang)
+            if state.hold is not None and state.hold(payload):
+                state.held.append(payload)
+                while not (state.release.wait(0.1) or state.stop.is_set()):
+                    pass
             status = state.always or (state.script.pop(0) if state.script else 200)
             if self.path != "/v1/embeddings":
                 self._json(404, {"error": {"message": "not found"}})

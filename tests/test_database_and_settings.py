@@ -134,6 +134,21 @@ def test_debug_is_off_unless_asked_and_redis_switches_layers(tmp_path):
         "print(settings.CHANNEL_LAYERS['default']['BACKEND'], settings.Q_CLUSTER['redis'])",
     )
     assert out == "channels_redis.core.RedisChannelLayer redis://127.0.0.1:6379/0"
+    # A socket waits for its next event in a blocking read of `brpop_timeout` seconds; redis-py
+    # must wait longer than that (its own default, 5 s, failed every idle socket).
+    out = _run_settings(
+        {**env, "REDIS_URL": "redis://127.0.0.1:6379/0"},
+        "import inspect; from channels_redis.core import RedisChannelLayer; "
+        "from channels_redis.utils import create_pool; "
+        "layer = RedisChannelLayer(**settings.CHANNEL_LAYERS['default']['CONFIG']); "
+        "pool = create_pool(layer.hosts[0]); "
+        "inits = [inspect.signature(c.__init__).parameters for c in "
+        "pool.connection_class.__mro__]; "
+        "default = next(p['socket_timeout'].default for p in inits if 'socket_timeout' in p); "
+        "read = pool.connection_kwargs.get('socket_timeout', default); "
+        "print(read is None or read > layer.brpop_timeout)",
+    )
+    assert out == "True"
     timeout = _run_settings(
         env, "q = settings.Q_CLUSTER; print(q['timeout'] < q['retry'], q['max_attempts'])"
     )

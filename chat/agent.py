@@ -34,6 +34,7 @@ from chat.memory import memories_for_prompt, schedule_memory_extraction
 from chat.models import Message
 from chat.selection import prepare, stored_selections
 from chat.tools import ToolContext
+from notebook import metrics
 
 logger = logging.getLogger(__name__)
 Emit = Callable[[str, dict[str, Any]], None]
@@ -67,6 +68,7 @@ def get_answerer() -> Answerer:
             return LLMAnswerer()
         offline = ExtractiveAnswerer()
         offline.notice = unavailable_notice()
+        metrics.fallback("answer_offline")
         return offline
     return ExtractiveAnswerer()
 

@@ -42,6 +42,7 @@ from chat import answering, runner, selection, selectors
 from chat.forms import AskForm
 from chat.models import Conversation, Message
 from chat.rendering import IN_PROGRESS, activity, present
+from notebook import metrics
 from notebook.ratelimit import RateLimited
 from notebook.websocket import CLOSE_SESSION_ENDED, UserClose, session_is_current, user_group_name
 
@@ -229,6 +230,7 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels is
     session_key: str | None
     language: str = settings.LANGUAGE_CODE  # the page's, set at connect
     ended = False  # closed because the session ended: nothing more is sent or done
+    counted = False  # accepted, so an open connection in /metrics until disconnect
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -254,6 +256,13 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels is
             self.groups.append(group)  # the base class leaves the groups on disconnect
         runner.remember_loop()
         await self.accept()
+        self.counted = True
+        metrics.websocket_connected("chat")
+
+    async def disconnect(self, code: int) -> None:
+        if self.counted:
+            self.counted = False
+            metrics.websocket_disconnected("chat")
 
     # --- from the page ----------------------------------------------------------------------
 

@@ -33,6 +33,7 @@ from pydantic import BaseModel, Field
 from attachments.models import DocumentChunk
 from chat.grounding import key_terms
 from chat.models import Message
+from notebook import metrics
 from notebook.textutil import cjk_ratio
 from search.texts import STOP_WORDS, hybrid_rank
 
@@ -363,6 +364,8 @@ def reformulate(question: Message) -> Reformulation:
     result = None
     if settings.CHAT_MODEL:
         result = with_model(question.content, context)
+        if result is None:
+            metrics.fallback("reformulation_offline")
     if result is None:
         result = offline(question.content, context)
     result.seen = [m.pk for m in context]

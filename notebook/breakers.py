@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
+from types import ModuleType
 from typing import Literal
 
 from django.conf import settings
@@ -85,6 +86,7 @@ class Breaker:
                 return True
             now = time.monotonic()
             if not self._trial_due(now, cooldown):
+                _metrics().breaker_rejected(self.name)
                 return False
             self._trial_at = now
             return True
@@ -108,6 +110,7 @@ class Breaker:
             self._failures += 1
             if self._trial_at is not None or self._failures >= threshold:
                 self._opened_at, self._trial_at = time.monotonic(), None
+                _metrics().breaker_opened(self.name)
                 return True
             return False
 
@@ -116,6 +119,14 @@ class Breaker:
         if self._trial_at is not None:
             return now - self._trial_at >= cooldown  # the trial's caller never reported back
         return now - self._opened_at >= cooldown
+
+
+def _metrics() -> ModuleType:
+    # Not at import: settings imports this module (through notebook.rerank), and metrics
+    # needs the settings.
+    from notebook import metrics
+
+    return metrics
 
 
 _breakers: dict[str, Breaker] = {}

@@ -293,12 +293,16 @@ def _openai_client(base_url: str, api_key: str) -> openai.OpenAI:
 def _llm_scores(query: str, passages: list[str], timeout: float) -> list[float]:
     import openai
 
+    from notebook import metrics  # not at import: settings imports this module
+
     numbered = "\n\n".join(
         f"[{n}] {' '.join(text.split())[:LLM_PASSAGE_CHARS]}" for n, text in enumerate(passages, 1)
     )
     client = _openai_client(settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY)
     try:
-        response = client.chat.completions.create(
+        response = metrics.llm_call(
+            "rerank",
+            client.chat.completions.create,
             model=settings.RERANKER_MODEL or settings.CHAT_MODEL,
             messages=[
                 {"role": "system", "content": _LLM_SYSTEM},

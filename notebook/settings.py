@@ -82,6 +82,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Request durations for /metrics (notebook/metrics.py): around everything else.
+    "notebook.metrics.RequestMetricsMiddleware",
     # First, so that every response carries the policy (static files, redirects, errors).
     "notebook.csp.ContentSecurityPolicyMiddleware",
     "django.middleware.security.SecurityMiddleware",
@@ -196,6 +198,13 @@ SIGNUP = env_choice("SIGNUP", ("open", "invite", "closed"), "open")
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "notes:notebook_list"
 LOGOUT_REDIRECT_URL = "login"
+
+# --- Metrics (notebook/metrics.py): /metrics is readable by staff and by scrapers sending
+# `Authorization: Bearer <METRICS_TOKEN>` (unset: staff only). The samples of every process of
+# this machine live in PROMETHEUS_MULTIPROC_DIR; it is set here, before django-q2 imports
+# prometheus_client (which chooses per-process or shared values as it is imported).
+METRICS_TOKEN = env_str("METRICS_TOKEN")
+os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(DATA_DIR / "metrics"))
 
 # --- Abuse limits. Logins (django-axes): LOGIN_FAILURE_LIMIT failures lock that username *from
 # that address* (IPv6: that /64) for LOGIN_COOLOFF_MINUTES, so someone elsewhere cannot lock the

@@ -9,6 +9,7 @@ from django.views.i18n import JavaScriptCatalog, set_language
 
 from accounts.views import LogoutView, signup
 from notebook.api import api
+from notebook.metrics import metrics_view
 
 
 def _api_urls() -> tuple[list[URLPattern | URLResolver], str, str]:
@@ -35,6 +36,7 @@ urlpatterns = [
     # The translations our scripts use (gettext/ngettext/interpolate); base.html loads it.
     path("jsi18n/", login_not_required(JavaScriptCatalog.as_view()), name="javascript-catalog"),
     path("admin/", admin.site.urls),
+    path("metrics", metrics_view, name="metrics"),  # staff and METRICS_TOKEN only; else 404
     path("api/", _api_urls()),
     path("", include("notes.urls")),
     path("", include("attachments.urls")),

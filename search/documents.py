@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import connection, transaction
 
 from attachments.models import NoteAttachment, SourceProfile
+from notebook import metrics
 from search.doc_rerank import CANDIDATE_CHARS, Candidate, rerank_documents
 from search.fusion import rrf
 from search.retrieval import (
@@ -219,6 +220,7 @@ def search_documents(
             position = {doc: n for n, doc in enumerate(outcome.order)}
             documents.sort(key=lambda d: position.get(str(d.attachment.pk), len(position)))
     total = time.perf_counter() - started
+    metrics.observe_search(timings, total, info, mode="documents")
     result = SearchResult([], timings, info, total, passages.degraded_reason)
     result.documents = documents[:limit]
     return result

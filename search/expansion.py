@@ -17,6 +17,8 @@ from django.conf import settings
 from django.utils.translation import gettext_noop
 from pydantic import BaseModel, ConfigDict, Field
 
+from notebook import metrics
+
 DOC_TYPES = ("invoice", "receipt", "flight_ticket", "order_confirmation", "other")
 DocType = Literal["invoice", "receipt", "flight_ticket", "order_confirmation", "other"]
 EXPANSION_TIMEOUT = 15.0  # seconds: the search waits for its expansion, then goes as written
@@ -102,6 +104,7 @@ def expand(query: str) -> Expansion:
     )
     seconds = time.perf_counter() - started
     if answer is None:
+        metrics.fallback("query_expansion")
         return Expansion(
             query=query, backend="llm", fallback=FAILED, reason=reason, seconds=seconds
         )

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from django.conf import settings
 from pydantic import BaseModel, ValidationError
 
+from notebook import metrics
+
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionMessageParam
 
@@ -57,7 +59,9 @@ def json_call(
     response = None
     for response_format in formats:
         try:
-            response = api.chat.completions.create(
+            response = metrics.llm_call(
+                name,
+                api.chat.completions.create,
                 model=settings.CHAT_MODEL,
                 messages=cast("list[ChatCompletionMessageParam]", messages),
                 response_format=response_format,

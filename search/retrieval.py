@@ -19,6 +19,7 @@ from django.db import DatabaseError, connection, transaction
 from django.utils.translation import gettext_noop
 
 from attachments.models import ChunkVector, DocumentChunk, NoteAttachment
+from notebook import metrics
 from notebook.embeddings import warming_up
 from notebook.language import detect_language, segment_for_search
 from notebook.textutil import cjk_ratio
@@ -395,6 +396,7 @@ def search(
     if diversity:
         ranked = diversify(ranked)
     total = time.perf_counter() - search_started
+    metrics.observe_search(timings, total, info, mode=mode)
     return SearchResult(ranked[:limit], timings, info, total, degraded_reason)
 
 

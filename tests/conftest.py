@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -35,6 +38,13 @@ def pytest_configure(config: pytest.Config) -> None:
     settings.EMBEDDING_WARM_UP = False
     # WhiteNoise warns on every request when STATIC_ROOT is missing (`serve` collects into it).
     settings.STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+    # Prometheus samples of this run (and of the workers it starts) in a directory of its own,
+    # never DATA_DIR's (`make run`'s); set before anything is recorded (notebook/metrics.py).
+    # (Named like DATA_DIR's: tests/test_metrics.py starts a process that finds it from there.)
+    metrics_dir = Path(tempfile.mkdtemp(prefix="notebook-tests-")) / "metrics"
+    metrics_dir.mkdir()
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
+    atexit.register(shutil.rmtree, metrics_dir.parent, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -710,3 +710,32 @@ def test_bobs_thumbnails_never_reach_alice(world, alice_client, settings):
         html = alice_client.get(url, follow=True).content.decode()
         shown = set(re.findall(r"/attachments/(\d+)/thumbnail/", html))
         assert shown <= {str(world.pdf.pk)}, url
+
+
+def test_metrics_carry_nothing_of_anyones(world, alice_client, alice_api):
+    """/metrics (#18) is 404 for Alice; what staff read there after her searches and pages
+    (Bob's ids and the canary's words among them) holds URL patterns and names: no query, no
+    title, no id of anyone's object."""
+    from django.test import Client
+    from prometheus_client.parser import text_string_to_metric_families
+
+    alice_client.get("/search/", {"q": CANARY_WORDS})
+    alice_api.get("/api/search", {"q": CANARY, "mode": "hybrid"})
+    alice_client.get(f"/notebooks/{world.bobs_book.pk}/notes/")
+    alice_client.get(f"/notes/{world.note.pk}/")
+    response = alice_client.get("/metrics")
+    assert response.status_code == 404
+    assert_nothing_of_bobs(response.content.decode(), "/metrics for Alice")
+    staff = Client()
+    staff.force_login(UserFactory.create(username="operator", is_staff=True))
+    text = staff.get("/metrics").content.decode()
+    assert "notebook_http_request_duration_seconds" in text
+    assert_nothing_of_bobs(text, "/metrics")
+    for words in (CANARY_WORDS, "Alice's library", "URLs in LaTeX"):
+        assert words not in text
+    ids = {str(o.pk) for o in (world.bobs_book, world.bobs_note, world.bobs_pdf, world.book,
+                               world.note, world.pdf)}  # fmt: skip
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            values = [v for k, v in sample.labels.items() if k not in ("le", "quantile")]
+            assert not ids & set(re.findall(r"\b\d+\b", " ".join(values))), sample

@@ -96,6 +96,8 @@ QUERY_ID_PAGES = {
     ],
 }
 PUBLIC_PAGES = {"login", "logout", "signup", "set_language", "javascript-catalog"}
+# Pages for staff (and the metrics token) only: everyone else gets 404, with any verb.
+STAFF_PAGES = {"metrics": "/metrics"}
 
 
 def _app_patterns() -> dict[str, URLPattern]:
@@ -131,7 +133,7 @@ def _accepted_methods(pattern: URLPattern) -> set[str]:
 
 
 def test_every_page_is_covered_by_this_test():
-    known = set(OBJECT_PAGES) | set(PLAIN_PAGES) | PUBLIC_PAGES
+    known = set(OBJECT_PAGES) | set(PLAIN_PAGES) | PUBLIC_PAGES | set(STAFF_PAGES)
     assert set(_app_patterns()) - known == set()
 
 
@@ -284,6 +286,14 @@ def test_plain_pages_redirect_anonymous_users_to_login(url, anon_client):
             f"{method} {url} answered {response.status_code}"
         )
     assert not Notebook.objects.exists()  # notebook_list's POST creates one: not anonymously
+
+
+@pytest.mark.parametrize("url", sorted(STAFF_PAGES.values()))
+def test_staff_pages_answer_404_to_anonymous_and_normal_users(url, anon_client, alice_client):
+    for client in (anon_client, alice_client):
+        for method in VERBS:
+            response = _request(client, method, url)
+            assert response.status_code == 404, f"{method} {url} answered {response.status_code}"
 
 
 def test_every_query_id_page_is_known_here():

@@ -41,6 +41,7 @@ from attachments.services.reuse import (
     reusable_source,
 )
 from attachments.services.scheduling import claim_fairest
+from notebook import metrics
 from notebook.embeddings import Embedder, EmbeddingError, embedding_model_name, get_embedder
 from notebook.language import (
     SEGMENTED,
@@ -90,6 +91,7 @@ class _Run:
     def end(self, **fields: Any) -> None:
         if not self._rows().update(**fields, timings=self.timings, heartbeat_at=timezone.now()):
             raise Superseded
+        metrics.observe_ingestion(self.timings, outcome=fields.get("status"))
 
 
 def attachment_ingest(*, attachment_id: int) -> None:

@@ -19,6 +19,7 @@ import openai
 
 from chat import prompts
 from chat.llm.server import FORMATS, allow, describe_error, parse_json_object, settle, traits
+from notebook import metrics
 
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionMessageParam
@@ -63,7 +64,9 @@ def request_metadata(
             sent, response_format = _request(messages, level)
             prompt = answerer.size(sent, [])
             try:
-                response = client.chat.completions.create(
+                response = metrics.llm_call(
+                    "answer_metadata",
+                    client.chat.completions.create,
                     model=answerer.model,
                     messages=cast("list[ChatCompletionMessageParam]", sent),
                     response_format=response_format,

@@ -13,6 +13,7 @@ import json
 import logging
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache, lru_cache
@@ -23,6 +24,7 @@ import openai
 from django.conf import settings
 
 from chat.events import AnswerError
+from notebook import metrics
 from notebook.breakers import breaker
 from notebook.textutil import estimate_tokens
 
@@ -184,9 +186,11 @@ class GuardedStream:
     (network, timeout), a success when it ran to its end, nothing when the reader left early
     (a closed page; `__exit__` frees a trial it held)."""
 
-    def __init__(self, stream: openai.Stream[ChatCompletionChunk]) -> None:
+    def __init__(self, stream: openai.Stream[ChatCompletionChunk], started: float) -> None:
         self._stream = stream
         self._recorded = False
+        self._started = started  # for metrics: when the request was sent
+        self._usage: Any = None
 
     def __enter__(self) -> GuardedStream:
         self._stream.__enter__()
@@ -205,7 +209,9 @@ class GuardedStream:
 
     def __iter__(self) -> Iterator[ChatCompletionChunk]:
         try:
-            yield from self._stream
+            for chunk in self._stream:
+                self._usage = metrics.response_usage(chunk) or self._usage  # the last one's
+                yield chunk
         except Exception as exc:
             self._record(exc)
             raise
@@ -215,6 +221,8 @@ class GuardedStream:
         if not self._recorded:
             self._recorded = True
             record(error)
+            seconds = time.perf_counter() - self._started
+            metrics.observe_llm("answer", seconds, ok=error is None, usage=self._usage)
 
 
 def stream_chat(api: openai.OpenAI, **request: Any) -> GuardedStream:
@@ -225,12 +233,14 @@ def stream_chat(api: openai.OpenAI, **request: Any) -> GuardedStream:
         raise ValueError("stream_chat is for streamed requests")
     if not allow():
         raise ModelUnavailable(unavailable_message())
+    started = time.perf_counter()
     try:
         stream = api.chat.completions.create(**request)
     except BaseException as exc:
         record(exc)
+        metrics.observe_llm("answer", time.perf_counter() - started, ok=False)
         raise
-    return GuardedStream(cast("openai.Stream[ChatCompletionChunk]", stream))
+    return GuardedStream(cast("openai.Stream[ChatCompletionChunk]", stream), started)
 
 
 def unavailable_message() -> str:

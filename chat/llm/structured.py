@@ -29,6 +29,7 @@ from chat.llm.server import (
     settle,
     traits,
 )
+from notebook import metrics
 
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionMessageParam
@@ -79,7 +80,9 @@ def structured_call(
             )
             messages = [{"role": "system", "content": prompt}, {"role": "user", "content": user}]
             try:
-                response = api.chat.completions.create(
+                response = metrics.llm_call(
+                    name,
+                    api.chat.completions.create,
                     model=settings.CHAT_MODEL,
                     messages=cast("list[ChatCompletionMessageParam]", messages),
                     response_format=_format(name, schema, level),

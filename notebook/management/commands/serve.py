@@ -22,6 +22,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 
+from notebook import metrics
 from notebook.database import database_url
 
 SHUTDOWN_GRACE_SECONDS = 15
@@ -73,6 +74,7 @@ class Command(BaseCommand):
         call_command("migrate", interactive=False, verbosity=0)
         call_command("collectstatic", interactive=False, verbosity=0)
         connection.close()
+        metrics.reset_directory()  # this machine's samples start from zero with its processes
 
         # Children connect to the same server directly; only this process owns the embedded one.
         env = {**os.environ, "DATABASE_URL": database_url(db)}

@@ -115,6 +115,12 @@ _standby = _Standby("text")
 _fast_standby = _Standby("fast")
 
 
+def warm_up() -> None:
+    """Have EXTRACT_PROCESSES standby children of each kind ready for the next file."""
+    _fast_standby.refill(settings.EXTRACT_PROCESSES, settings.EXTRACT_MEMORY_MB)
+    _standby.refill(settings.EXTRACT_PROCESSES, settings.EXTRACT_MEMORY_MB)
+
+
 def _spawn(
     mode: str, path: Path, pages: str, password: str, memory_mb: int
 ) -> subprocess.Popen[bytes]:
@@ -363,7 +369,7 @@ def extract_text(
         )
     finally:
         # Start the next job's children now, while this job goes on to OCR and embedding.
-        _standby.refill(settings.EXTRACT_PROCESSES, settings.EXTRACT_MEMORY_MB)
+        warm_up()
     total = dealer.total or 0
     if len(dealer.pages) < total:
         raise PdfError(f"Only {len(dealer.pages)} of {total} pages could be read.")

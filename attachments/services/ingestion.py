@@ -365,6 +365,7 @@ def _fast_pass(run: _Run, source: Path) -> None:
     except PdfError as exc:  # PasswordRequired included: the structured pass says it again
         logger.info("attachment %s: no first pass (%s)", attachment.pk, exc)
         return
+    run.timings["fast_text"] = round(time.monotonic() - started, 3)
     chunks = provisional_chunks(extraction.pages)
     if not chunks:
         return

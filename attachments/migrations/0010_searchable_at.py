@@ -14,4 +14,11 @@ class Migration(migrations.Migration):
             name="searchable_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
+        # Files ingested before: their words have been indexed since they were ready (so a
+        # re-embedding keeps them keyword-searchable, as it does for new files).
+        migrations.RunSQL(
+            "UPDATE attachments_noteattachment SET searchable_at = coalesce(ready_at, updated_at) "
+            "WHERE status = 'ready' AND searchable_at IS NULL",
+            migrations.RunSQL.noop,
+        ),
     ]

@@ -393,7 +393,7 @@ def _measure_alone(row: PipelineRow, source: Path, attachment_id: int) -> float:
     return row.extract_alone_s + row.embed_alone_s
 
 
-def run_pipeline(files: list[Path], work: Path) -> dict[str, Any]:
+def run_pipeline(files: list[Path], work: Path, *, alone: bool = True) -> dict[str, Any]:
     from django.contrib.auth import get_user_model
     from django.core.exceptions import ValidationError
     from django.core.files.uploadedfile import SimpleUploadedFile
@@ -474,7 +474,7 @@ def run_pipeline(files: list[Path], work: Path) -> dict[str, Any]:
             f"pipeline {path.name}: {row.status} in {row.wall_s:.2f}s {row.timings}"
             + (f" ({row.error})" if row.error else "")
         )
-        if row.status != NoteAttachment.Status.READY:
+        if row.status != NoteAttachment.Status.READY or not alone:
             continue
 
         log(f"pipeline {path.name}: extract + embed alone")
@@ -914,6 +914,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--no-set", action="store_true", help="skip part 6 (the whole set with the workers)"
     )
+    parser.add_argument(
+        "--no-alone", action="store_true", help="skip part 3 (extract and embed alone again)"
+    )
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
@@ -969,7 +972,7 @@ def main(argv: list[str] | None = None) -> int:
             peaks = ChildPeaks()
             peaks.install()
             try:
-                report["pipeline"] = run_pipeline(files, work)
+                report["pipeline"] = run_pipeline(files, work, alone=not args.no_alone)
             finally:
                 peaks.stop()
             report["rss"] = {

@@ -455,6 +455,8 @@ def run_pipeline(files: list[Path], work: Path, *, alone: bool = True) -> dict[s
         started = time.perf_counter()
         try:
             attachment_ingest(attachment_id=attachment.pk)
+        except BenchTimeout:
+            raise  # --max-seconds: stop the whole bench, not just this file
         except Exception as exc:  # the pipeline logged it and marked the row failed
             row.error = f"{type(exc).__name__}: {exc}"
         row.wall_s = round(time.perf_counter() - started, 3)

@@ -476,6 +476,8 @@ def _index_text(attachment: NoteAttachment, language: str, config: str) -> None:
     keyword-searchable while it is being embedded."""
     expr = tsvector_sql(config, "{}")
     table = DocumentChunk._meta.db_table
+    # The tsvector and its length in one UPDATE: each row (and the GIN index) is written once.
+    length = WORD_COUNT_SQL.replace("unnest(search_vector)", "unnest(s.v)")
     with connection.cursor() as cursor:
         if language in SEGMENTED:
             rows = [
@@ -485,19 +487,17 @@ def _index_text(attachment: NoteAttachment, language: str, config: str) -> None:
                 )
             ]
             cursor.executemany(
-                f"UPDATE {table} SET search_vector = {expr.format('%s')} WHERE id = %s",  # noqa: S608
+                f"UPDATE {table} SET search_vector = s.v, token_len = {length} "  # noqa: S608
+                f"FROM (SELECT {expr.format('%s')} AS v) s WHERE id = %s",
                 rows,
             )
         else:
             cursor.execute(
-                f"UPDATE {table} SET search_vector = {expr.format('content')} "  # noqa: S608
-                "WHERE attachment_id = %s",
+                f"UPDATE {table} c SET search_vector = s.v, token_len = {length} "  # noqa: S608
+                f"FROM (SELECT id, {expr.format('content')} AS v FROM {table} "
+                "WHERE attachment_id = %s) s WHERE c.id = s.id",
                 [config, attachment.pk],
             )
-        cursor.execute(
-            f"UPDATE {table} SET token_len = {WORD_COUNT_SQL} WHERE attachment_id = %s",  # noqa: S608
-            [attachment.pk],
-        )
     index_statistics(attachment_ids=[attachment.pk])
 
 

@@ -747,7 +747,7 @@ def run_whole_set(files: list[Path], baselines: dict[str, float], workers: int) 
         timings = dict(a.timings or {})
         for key in ("fast_pass", "extract", "ocr", "chunk", "embed", "thumbnail"):
             stages[key] = round(stages.get(key, 0.0) + float(timings.get(key) or 0), 3)
-        done = (a.ready_at or a.updated_at) - go
+        done = (a.ready_at or a.heartbeat_at or a.updated_at) - go  # a run's end writes both
         rows.append(
             {
                 "file": a.original_name,

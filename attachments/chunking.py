@@ -359,3 +359,15 @@ def _trim(text: str, start: int, end: int) -> tuple[int, int]:
     while end > start and text[end - 1].isspace():
         end -= 1
     return start, end
+
+
+def provisional_chunks(pages: Sequence[ExtractedPage]) -> list[Chunk]:
+    """The first pass's passages: each page's plain text cut into pieces of at most
+    TARGET_MAX characters (with overlap), no headings, no running heads left out; enough for
+    keyword search until the structured pass replaces them."""
+    chunks: list[Chunk] = []
+    for page in pages:
+        start, end = _trim(page.text, 0, len(page.text))
+        if end > start:
+            _emit(chunks, page, start, end, [], table=False)
+    return chunks

@@ -78,6 +78,9 @@ class NoteAttachment(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     ready_at = models.DateTimeField(null=True, blank=True)
+    # When its text first became keyword-searchable (the first pass committed): search finds a
+    # file that is processing from then on, by keywords only, until it is ready.
+    searchable_at = models.DateTimeField(null=True, blank=True)
     # A pending file waiting out a retry's backoff: no task may run it before then.
     not_before = models.DateTimeField(null=True, blank=True)
 
@@ -94,6 +97,26 @@ class NoteAttachment(models.Model):
     @property
     def is_active(self) -> bool:
         return self.status in (self.Status.PENDING, self.Status.PROCESSING)
+
+    @property
+    def keyword_searchable(self) -> bool:
+        """Still being processed, but search already finds its words."""
+        return self.status == self.Status.PROCESSING and self.searchable_at is not None
+
+    @property
+    def status_label(self) -> str:
+        """What its status badge says."""
+        if self.keyword_searchable:
+            return str(gettext_lazy("Searchable by keywords"))
+        return str(self.get_status_display())
+
+    @classmethod
+    def searchable_q(cls) -> models.Q:
+        """The attachments search reads: ready ones, and those processing whose words are
+        indexed already (the first pass's or the structured pass's rows, without vectors)."""
+        return models.Q(status=cls.Status.READY) | models.Q(
+            status=cls.Status.PROCESSING, searchable_at__isnull=False
+        )
 
     @property
     def progress_percent(self) -> int:

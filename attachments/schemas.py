@@ -14,6 +14,10 @@ class AttachmentOut(Schema):
     sha256: str
     page_count: int | None
     status: str
+    # The status badge's words ("Searchable by keywords" while a processing file's words are
+    # indexed already), in the request's language.
+    status_label: str
+    keyword_searchable: bool
     stage: str
     progress_current: int
     progress_total: int
@@ -25,6 +29,7 @@ class AttachmentOut(Schema):
     embedding_model: str
     created_at: datetime
     ready_at: datetime | None
+    searchable_at: datetime | None
 
 
 class UploadErrorOut(Schema):

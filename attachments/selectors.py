@@ -45,13 +45,13 @@ def attachment_get(*, user: User, attachment_id: int) -> NoteAttachment:
 def searchable_attachments(
     *, user: User, notebook_id: int | None = None
 ) -> QuerySet[NoteAttachment]:
-    """Ready attachments on live notes the user may see (optionally of one notebook): what
-    search can find, for its file filter."""
+    """Searchable attachments (ready, or processing with their words indexed) on live notes
+    the user may see (optionally of one notebook): what search can find, for its file filter."""
     notes = visible_notes(user=user).filter(trashed_at__isnull=True)
     if notebook_id is not None:
         notes = notes.filter(notebook_id=notebook_id)
     return (
-        NoteAttachment.objects.filter(note__in=notes, status=NoteAttachment.Status.READY)
+        NoteAttachment.objects.filter(NoteAttachment.searchable_q(), note__in=notes)
         .select_related("note")
         .order_by("original_name", "pk")
     )

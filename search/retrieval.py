@@ -131,10 +131,11 @@ def _scoped_notes(*, user: User, scope: Scope) -> Any:
 
 
 def scoped_attachments(*, user: User, scope: Scope) -> tuple[str, tuple[Any, ...]]:
-    """SQL (and params) selecting (id, search_config) of the ready attachments in scope, built
+    """SQL (and params) selecting (id, search_config) of the searchable attachments in scope
+    (ready, or processing with their words indexed: see NoteAttachment.searchable_q), built
     from the notes selector so that visibility has one definition."""
     attachments = NoteAttachment.objects.filter(
-        note__in=_scoped_notes(user=user, scope=scope), status=NoteAttachment.Status.READY
+        NoteAttachment.searchable_q(), note__in=_scoped_notes(user=user, scope=scope)
     )
     wanted = scope.attachment_ids if scope.include_documents else []
     if wanted is not None:

@@ -111,9 +111,9 @@ def search_page(request: AuthenticatedHttpRequest, notebook_id: int | None = Non
     live_notes = visible_notes(user=user).filter(trashed_at__isnull=True)
     if notebook:
         live_notes = live_notes.filter(notebook=notebook)
-    processing = NoteAttachment.objects.filter(
+    processing = NoteAttachment.objects.filter(  # not searchable yet, not even by keywords
         note__in=live_notes, status__in=("pending", "processing")
-    )
+    ).exclude(NoteAttachment.searchable_q())
     hits = [
         {
             "hit": hit,

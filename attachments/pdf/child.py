@@ -4,10 +4,12 @@ Also for images and thumbnails: mode `image` OCRs an image file as page 1; modes
 `thumb-pdf` and `thumb-image` write a small WebP of the first page or the image to the path
 given in place of PAGES.
 
-Runs one untrusted PDF through pdfminer.six (mode `text`: pages asked for on stdin) or
-pypdfium2 + RapidOCR (mode `ocr`: the PAGES given) under an address-space limit, and writes
-one JSON object per line to stdout. On stdin come (for a standby child, PATH `-`) the file's
-path, (mode `text`) the page limit, and the password, so it never shows in `ps`; then (mode
+Runs one untrusted PDF through pdfminer.six (mode `text`: pages asked for on stdin),
+pypdfium2's plain text per page (mode `fast`: the first pass, every K-th page from the I-th,
+"I K" given on stdin) or pypdfium2 + RapidOCR (mode `ocr`: the PAGES given) under an
+address-space limit, and writes one JSON object per line to stdout. On stdin come (for a
+standby child, PATH `-`) the file's path, (mode `text`) the page limit or (mode `fast`) the
+"I K" slice, and the password, so it never shows in `ps`; then (mode
 `text`) the page numbers. The parent enforces the wall-clock timeout by killing us; a
 MemoryError or the kernel's refusal ends us here.
 
@@ -196,6 +198,37 @@ def run_text(path: str, password: str, max_pages: int) -> None:
         _emit(record)
 
 
+# PDFium's text: lines end "\r\n"; \x02 marks a hyphen at a line end, \ufffe an unmapped glyph;
+# other C0 controls are glyphs of fonts without a Unicode map (they would only break words).
+_PDFIUM_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f\ufffe\uffff]")
+
+
+def clean_pdfium_text(text: str) -> str:
+    """PDFium's page text as stored and quoted: "\n" line ends, line-end hyphens kept as "-",
+    control characters dropped, detached TeX accents put back, blank space trimmed."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\x02", "-")
+    text = _PDFIUM_CONTROLS.sub("", text)
+    lines = [line.rstrip() for line in text.split("\n")]
+    return fix_accents("\n".join(lines).strip())
+
+
+def run_fast(path: str, password: str, first: int, step: int) -> None:
+    """The first pass: every `step`-th page's plain text from page `first` (1-based), as
+    PDFium reads it (no layout, no styles), one record a page after the page count."""
+    import pypdfium2 as pdfium
+
+    pdf = pdfium.PdfDocument(path, password=password or None)
+    total = len(pdf)
+    _emit({"page_count": total})
+    for number in range(first, total + 1, step):
+        page = pdf[number - 1]
+        textpage = page.get_textpage()
+        text = textpage.get_text_range()
+        textpage.close()
+        page.close()
+        _emit({"page": number, "text": clean_pdfium_text(text)})
+
+
 ROW_OVERLAP = 0.5  # share of the smaller box's height two boxes' centres may differ by in a row
 
 
@@ -338,17 +371,22 @@ def _main(argv: list[str]) -> int:
     if mode == "text":
         import pdfminer.converter
         import pdfminer.pdfinterp  # noqa: F401  (imported before we wait: a warm child)
+    elif mode == "fast":
+        import pypdfium2  # noqa: F401  (imported before we wait: a warm child)
     if path == "-":
         # A standby child: started ahead of time, it learns its file when a job arrives.
         path = sys.stdin.readline().rstrip("\n")
         if not path:
             return 0
     max_pages = int(sys.stdin.readline() or 0) if mode == "text" else 0
+    first, step = (int(n) for n in sys.stdin.readline().split()) if mode == "fast" else (1, 1)
     password = sys.stdin.readline().rstrip("\n")
 
     try:
         if mode == "text":
             run_text(path, password, max_pages)
+        elif mode == "fast":
+            run_fast(path, password, first, step)
         elif mode == "ocr":
             run_ocr(path, password, pages)
         elif mode == "image":
@@ -369,7 +407,7 @@ def _main(argv: list[str]) -> int:
             _emit({"error": "memory"})
             return EXIT_MEMORY
         message = str(exc) or type(exc).__name__
-        if "password" in message.lower() and mode in ("ocr", "thumb-pdf"):
+        if "password" in message.lower() and mode in ("ocr", "fast", "thumb-pdf"):
             _emit({"error": "password"})
             return EXIT_PASSWORD
         _emit({"error": "damaged", "message": f"{type(exc).__name__}: {message}"[:300]})

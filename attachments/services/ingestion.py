@@ -13,10 +13,11 @@ from typing import Any
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 from django.db.models import F
+from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 from django_q.exceptions import TimeoutException
 
-from attachments.chunking import Chunk, chunk_pages
+from attachments.chunking import Chunk, chunk_pages, provisional_chunks
 from attachments.models import (
     ChunkVector,
     DocumentChunk,
@@ -29,6 +30,7 @@ from attachments.pdf.extract import (
     PasswordRequired,
     PdfError,
     extract_text,
+    fast_text,
     ocr_image,
     ocr_pages,
 )
@@ -72,6 +74,7 @@ class _Run:
         self.token = attachment.attempts
         self.timings: dict[str, float] = {}
         self._last_write = 0.0
+        self.started = time.monotonic()
 
     def _rows(self) -> Any:
         return NoteAttachment.objects.filter(
@@ -305,6 +308,7 @@ def _extract_and_index(run: _Run) -> None:
         return
     attachment = run.attachment
     source = _source(attachment)
+    _fast_pass(run, source)
 
     started = time.monotonic()
     extraction = extract_text(
@@ -347,6 +351,53 @@ def _extract_and_index(run: _Run) -> None:
     _chunk_and_index(run, pages, ocr_count=ocr_count, too_large=too_large)
 
 
+def _fast_pass(run: _Run, source: Path) -> None:
+    """The first pass: PDFium's plain text of every page, stored as provisional pages and
+    chunks (`metadata.provisional`) and indexed for keyword search in one transaction, so
+    search finds the file (by keywords, quoting the stored page text) within a fraction of a
+    second, while the structured pass reads it properly. That pass replaces every row in its
+    own transaction (`_chunk_and_index`).
+
+    Nothing of it is required: a file PDFium cannot read, or without a text layer (a scan),
+    leaves no rows and waits for the structured pass, which decides the run's fate."""
+    attachment = run.attachment
+    started = time.monotonic()
+    try:
+        extraction = fast_text(source, expected_pages=attachment.page_count)
+    except PdfError as exc:  # PasswordRequired included: the structured pass says it again
+        logger.info("attachment %s: no first pass (%s)", attachment.pk, exc)
+        return
+    run.timings["fast_text"] = round(time.monotonic() - started, 3)
+    chunks = provisional_chunks(extraction.pages)
+    if not chunks:
+        return
+    language = detect_language("\n".join(p.text for p in extraction.pages[:30]))
+    config = search_config_for(language)
+    with transaction.atomic():
+        if not run._rows().select_for_update().exists():
+            raise Superseded
+        DocumentChunk.objects.filter(attachment=attachment).delete()
+        DocumentPage.objects.filter(attachment=attachment).delete()
+        DocumentPage.objects.bulk_create(
+            [DocumentPage(attachment=attachment, number=p.number, text=p.text)
+             for p in extraction.pages],
+            batch_size=500,
+        )  # fmt: skip
+        rows = chunk_rows(attachment, chunks)
+        for row in rows:
+            row.metadata = {"provisional": True}
+        DocumentChunk.objects.bulk_create(rows, batch_size=500)
+        _index_text(attachment, language, config)
+        run.update(
+            page_count=extraction.page_count,
+            language=language,
+            search_config=config,
+            searchable_at=timezone.now(),
+        )
+    run.timings["fast_pass"] = round(time.monotonic() - started, 3)
+    run.timings["searchable"] = round(time.monotonic() - run.started, 3)
+
+
 def _chunk_and_index(
     run: _Run, pages: list[ExtractedPage], *, ocr_count: int, too_large: list[ExtractedPage]
 ) -> None:
@@ -374,6 +425,7 @@ def _chunk_and_index(
         DocumentChunk.objects.bulk_create(chunk_rows(attachment, chunks), batch_size=500)
         _index_text(attachment, language, config)
         run.update(
+            searchable_at=Coalesce(F("searchable_at"), Now()),
             ocr_pages=ocr_count,
             language=language,
             search_config=config,
@@ -382,6 +434,7 @@ def _chunk_and_index(
             progress_total=len(chunks),
         )
     run.timings["chunk"] = round(time.monotonic() - started, 3)
+    run.timings.setdefault("searchable", round(time.monotonic() - run.started, 3))
 
 
 def page_rows(
@@ -425,6 +478,8 @@ def _index_text(attachment: NoteAttachment, language: str, config: str) -> None:
     keyword-searchable while it is being embedded."""
     expr = tsvector_sql(config, "{}")
     table = DocumentChunk._meta.db_table
+    # The tsvector and its length in one UPDATE: each row (and the GIN index) is written once.
+    length = WORD_COUNT_SQL.replace("unnest(search_vector)", "unnest(s.v)")
     with connection.cursor() as cursor:
         if language in SEGMENTED:
             rows = [
@@ -434,19 +489,17 @@ def _index_text(attachment: NoteAttachment, language: str, config: str) -> None:
                 )
             ]
             cursor.executemany(
-                f"UPDATE {table} SET search_vector = {expr.format('%s')} WHERE id = %s",  # noqa: S608
+                f"UPDATE {table} SET search_vector = s.v, token_len = {length} "  # noqa: S608
+                f"FROM (SELECT {expr.format('%s')} AS v) s WHERE id = %s",
                 rows,
             )
         else:
             cursor.execute(
-                f"UPDATE {table} SET search_vector = {expr.format('content')} "  # noqa: S608
-                "WHERE attachment_id = %s",
+                f"UPDATE {table} c SET search_vector = s.v, token_len = {length} "  # noqa: S608
+                f"FROM (SELECT id, {expr.format('content')} AS v FROM {table} "
+                "WHERE attachment_id = %s) s WHERE c.id = s.id",
                 [config, attachment.pk],
             )
-        cursor.execute(
-            f"UPDATE {table} SET token_len = {WORD_COUNT_SQL} WHERE attachment_id = %s",  # noqa: S608
-            [attachment.pk],
-        )
     index_statistics(attachment_ids=[attachment.pk])
 
 

@@ -259,10 +259,12 @@ class Socket:
         assert accept in head
 
     def send(self, data: dict[str, Any]) -> None:
-        payload = json.dumps(data).encode()
+        self._frame(0x1, json.dumps(data).encode())
+
+    def _frame(self, opcode: int, payload: bytes) -> None:
         mask = os.urandom(4)
         size = len(payload)
-        header = bytes([0x81]) + (bytes([0x80 | size]) if size < 126
+        header = bytes([0x80 | opcode]) + (bytes([0x80 | size]) if size < 126
                                   else bytes([0x80 | 126]) + struct.pack("!H", size))  # fmt: skip
         masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
         self.sock.sendall(header + mask + masked)
@@ -289,6 +291,8 @@ class Socket:
             opcode = first & 0x0F
             if opcode == 0x8:
                 return None
+            if opcode == 0x9:  # daphne's ping: a socket that does not answer is closed
+                self._frame(0xA, payload)
             if opcode == 0x1:
                 return payload.decode()
 

@@ -61,6 +61,10 @@ class PostgresChannelLayer(InMemoryChannelLayer):
         self._senders: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, psycopg.AsyncConnection[Any]
         ] = weakref.WeakKeyDictionary()
+        # One sender connection per loop, used by one send at a time: two tasks' transactions
+        # on one connection would nest (psycopg makes the second a savepoint of the first).
+        self._send_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock]
+        self._send_locks = weakref.WeakKeyDictionary()
 
     def _conninfo(self) -> str:
         return database_url(settings.DATABASES[self.alias])
@@ -98,17 +102,23 @@ class PostgresChannelLayer(InMemoryChannelLayer):
     async def group_send(self, group: str, message: dict[str, Any]) -> None:
         assert self.require_valid_group_name(group), "Group name not valid"
         payloads = self._payloads(group, message)
-        for attempt in range(2):  # a connection PostgreSQL closed is opened again once
-            try:
-                conn = await self._sender()
-                async with conn.transaction():
-                    for payload in payloads:
-                        await conn.execute("SELECT pg_notify(%s, %s)", (PG_CHANNEL, payload))
-                return
-            except psycopg.OperationalError:
-                self._senders.pop(asyncio.get_running_loop(), None)
-                if attempt:
-                    raise
+        loop = asyncio.get_running_loop()
+        lock = self._send_locks.setdefault(loop, asyncio.Lock())
+        async with lock:
+            for attempt in range(2):  # a connection PostgreSQL closed is opened again once
+                try:
+                    conn = await self._sender()
+                    if len(payloads) == 1:  # one statement: its own transaction
+                        await conn.execute("SELECT pg_notify(%s, %s)", (PG_CHANNEL, payloads[0]))
+                        return
+                    async with conn.transaction():  # parts: delivered together, in order
+                        for payload in payloads:
+                            await conn.execute("SELECT pg_notify(%s, %s)", (PG_CHANNEL, payload))
+                    return
+                except psycopg.OperationalError:
+                    self._senders.pop(loop, None)
+                    if attempt:
+                        raise
 
     # --- receiving -------------------------------------------------------------------------
 

@@ -4,6 +4,7 @@ reaches a socket held by another, and login lockouts and rate limits count acros
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json
 import os
@@ -41,7 +42,7 @@ async def go():
     channel = await layer.new_channel()
     await layer.group_add("chat.7", channel)
     print("READY", flush=True)
-    for _ in range(2):
+    for _ in range(4):
         print(json.dumps(await layer.receive(channel)), flush=True)
 
 async_to_sync(go)()
@@ -100,7 +101,8 @@ class Lines:
 
 def test_group_messages_reach_a_member_in_another_process():
     """A child process joins a group; this process sends to it, a short message and one over
-    NOTIFY's 8,000 bytes (sent in parts); both arrive whole and in order."""
+    NOTIFY's 8,000 bytes (sent in parts), one after the other and then at once (as answers
+    being written in several threads do); all arrive whole, the first two in order."""
     child = subprocess.Popen(
         [sys.executable, "manage.py", "shell", "--no-imports", "-c", LISTEN],
         cwd=ROOT, env=_env(), stdout=subprocess.PIPE, text=True,
@@ -118,6 +120,15 @@ def test_group_messages_reach_a_member_in_another_process():
         async_to_sync(layer.group_send)("chat.8", small)  # another group: not delivered
         assert json.loads(lines.next(20)) == small
         assert json.loads(lines.next(20)) == large
+
+        async def at_once() -> None:
+            await asyncio.gather(
+                layer.group_send("chat.7", large), layer.group_send("chat.7", small)
+            )
+
+        async_to_sync(at_once)()
+        got = [lines.next(20), lines.next(20)]
+        assert sorted(got) == sorted(json.dumps(m) for m in (small, large))
     finally:
         child.kill()
         child.wait()

@@ -269,8 +269,15 @@ class Socket:
         masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
         self.sock.sendall(header + mask + masked)
 
+    deadline: float | None = None  # until()'s, also while pings are being answered
+
     def _read(self, n: int) -> bytes:
         while len(self.buffer) < n:
+            if self.deadline is not None:
+                left = self.deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError("nothing more from the server in time")
+                self.sock.settimeout(left)
             chunk = self.sock.recv(65536)
             if not chunk:
                 raise ConnectionError("the socket closed")
@@ -298,14 +305,20 @@ class Socket:
 
     def until(self, done: Any, timeout: float = 30) -> list[str]:
         seen: list[str] = []
-        self.sock.settimeout(timeout)
-        while True:
-            frame = self.receive()
-            if frame is None:
-                raise AssertionError(f"the socket closed; frames: {seen[-3:]}")
-            seen.append(frame)
-            if done(frame):
-                return seen
+        self.deadline = time.monotonic() + timeout  # answering pings does not extend it
+        try:
+            while True:
+                try:
+                    frame = self.receive()
+                except TimeoutError:
+                    raise AssertionError(f"not seen in {timeout}s; frames: {seen[-3:]}") from None
+                if frame is None:
+                    raise AssertionError(f"the socket closed; frames: {seen[-3:]}")
+                seen.append(frame)
+                if done(frame):
+                    return seen
+        finally:
+            self.deadline = None
 
     def close(self) -> None:
         self.sock.close()

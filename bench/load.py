@@ -966,6 +966,8 @@ async def phase2(run: Run, users: list[SimUser], idle: int, active: int, stats: 
     """Idle sockets opened and held, then the active users' questions, then a ping on each
     idle socket."""
     ready = [u for u in users if u.notebook_id is not None]
+    for u in users:
+        u.http.pages = stats.pages
     stats.idle_planned = idle
     stats.answers_planned = active * run.questions
     if not ready:

@@ -43,7 +43,7 @@ PART_BYTES = 7000  # NOTIFY's payload limit is 8,000 bytes; leave room for the p
 RECONNECT_SECONDS = (0.5, 1, 2, 5)
 
 
-class PostgresChannelLayer(InMemoryChannelLayer):
+class PostgresChannelLayer(InMemoryChannelLayer):  # type: ignore[misc]  # channels is untyped
     """InMemoryChannelLayer whose group sends reach every process through NOTIFY."""
 
     extensions = ["groups", "flush"]

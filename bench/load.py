@@ -155,6 +155,9 @@ class PhaseStats:
     idle_planned: int = 0
     idle_connect: list[float] = field(default_factory=list)
     idle_alive: int | None = None
+    # Every HTTP request but the login POST and uploads: pages, API calls, polls (seconds).
+    pages: list[float] = field(default_factory=list)
+    login_window: list[float] = field(default_factory=list)  # first start, last end
     errors: Counter[str] = field(default_factory=Counter)
     examples: dict[str, str] = field(default_factory=dict)
 
@@ -194,6 +197,10 @@ class PhaseStats:
         if self.logins_planned:
             out["logins"] = {"ok": len(self.logins), "planned": self.logins_planned}
             out["login_seconds"] = distribution(self.logins)
+            if len(self.login_window) == 2 and self.logins:
+                span = self.login_window[1] - self.login_window[0]
+                out["logins_per_second"] = round(len(self.logins) / span, 2) if span else None
+        out["page_seconds"] = distribution(self.pages)
         if self.attachments_planned:
             out["attachments"] = {
                 "ready": self.attachment_status["ready"],
@@ -323,11 +330,21 @@ names = os.environ["LOAD_USERNAMES"].split(",")
 password = make_password(os.environ["LOAD_PASSWORD"])
 User.objects.bulk_create([User(username=name, password=password) for name in names])
 print(User.objects.filter(username__in=names).count())
+# The hasher's own cost, as a login pays it (one check, one thread), for the login ceiling.
+import time
+from django.contrib.auth.hashers import check_password
+costs = []
+for _ in range(5):
+    t0 = time.perf_counter()
+    assert check_password(os.environ["LOAD_PASSWORD"], password)
+    costs.append(time.perf_counter() - t0)
+print(sorted(costs)[2])
 """
 
 
-async def create_users(server: Server, names: list[str], password: str) -> None:
-    """Through `manage.py shell`, which attaches to the running embedded server."""
+async def create_users(server: Server, names: list[str], password: str) -> float:
+    """Through `manage.py shell`, which attaches to the running embedded server. Returns the
+    median seconds of one password check there (the hasher's cost on this machine now)."""
     env = {**server.env, "LOAD_USERNAMES": ",".join(names), "LOAD_PASSWORD": password}
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -347,8 +364,10 @@ async def create_users(server: Server, names: list[str], password: str) -> None:
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
         raise
-    if proc.returncode != 0 or out.decode().strip() != str(len(names)):
+    lines = out.decode().split()
+    if proc.returncode != 0 or len(lines) != 2 or lines[0] != str(len(names)):
         raise RuntimeError(f"creating users failed ({proc.returncode}): {out!r} {err.decode()}")
+    return float(lines[1])
 
 
 def postmaster_pid(pgdata: Path) -> int | None:
@@ -436,26 +455,37 @@ class MemorySampler(threading.Thread):
         self._stop_event.set()
         self.join(timeout=5)
 
-    def roots(self) -> dict[str, psutil.Process]:
-        roots: dict[str, psutil.Process] = {}
+    def roots(self) -> dict[str, list[psutil.Process]]:
+        """The web processes (one or several daphne), the worker and PostgreSQL."""
+        roots: dict[str, list[psutil.Process]] = {}
         with contextlib.suppress(psutil.Error):
             for child in psutil.Process(self.server.proc.pid).children():
                 cmdline = " ".join(child.cmdline())
                 if "daphne" in cmdline:
-                    roots["web"] = child
+                    roots.setdefault("web", []).append(child)
                 elif "qcluster" in cmdline:
-                    roots["worker"] = child
+                    roots["worker"] = [child]
         pid = postmaster_pid(self.server.pgdata)
         if pid is not None:
             with contextlib.suppress(psutil.Error):
-                roots["postgres"] = psutil.Process(pid)
+                roots["postgres"] = [psutil.Process(pid)]
         return roots
 
+    def web_rss_mb(self) -> list[float]:
+        """Each web process's RSS now (MB)."""
+        out = []
+        for p in self.roots().get("web", []):
+            with contextlib.suppress(psutil.Error):
+                out.append(round(p.memory_info().rss / 2**20, 1))
+        return out
+
     @staticmethod
-    def measure(root: psutil.Process, pss: bool) -> dict[str, float]:
-        try:
-            procs = [root, *root.children(recursive=True)]
-        except psutil.Error:
+    def measure(roots: list[psutil.Process], pss: bool) -> dict[str, float]:
+        procs: list[psutil.Process] = []
+        for root in roots:
+            with contextlib.suppress(psutil.Error):
+                procs += [root, *root.children(recursive=True)]
+        if not procs:
             return {}
         rss = pss_total = 0.0
         count = 0
@@ -533,6 +563,7 @@ class Http:
         self.base = base
         self.jar = http.cookiejar.CookieJar()
         self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar))
+        self.pages: list[float] | None = None  # where to put page timings (the phase's)
 
     def send(
         self,
@@ -544,12 +575,18 @@ class Http:
         request = urllib.request.Request(  # noqa: S310 - always http://127.0.0.1
             self.base + path, data=body, method=method, headers=headers or {}
         )
+        started = time.perf_counter()
         try:
             with self.opener.open(request, timeout=HTTP_TIMEOUT_S) as response:
-                return int(response.status), response.read()
+                result = int(response.status), response.read()
         except urllib.error.HTTPError as exc:
             with exc:
-                return exc.code, exc.read()
+                result = exc.code, exc.read()
+        # Page loads: everything but the login POST (a password hash) and uploads.
+        heavy = method == "POST" and (path == "/accounts/login/" or path.endswith("/attachments"))
+        if self.pages is not None and not heavy:
+            self.pages.append(time.perf_counter() - started)
+        return result
 
     def cookie(self, name: str) -> str:
         return next((c.value or "" for c in self.jar if c.name == name), "")
@@ -867,8 +904,11 @@ def _iso(value: str) -> float:
 async def phase1_user(run: Run, user: SimUser, stats: PhaseStats) -> None:
     """Log in, notebook + note, two uploads, wait for ready, then the questions."""
     started = time.perf_counter()
+    if not stats.login_window:
+        stats.login_window = [started, started]
     await run.call(user.http.login, user.username, run.password)
     stats.logins.append(time.perf_counter() - started)
+    stats.login_window[1] = max(stats.login_window[1], time.perf_counter())
     notebook = await run.call(
         user.http.api, "POST", "/api/notebooks", {"title": f"Load test of {user.username}"}
     )
@@ -880,6 +920,9 @@ async def phase1_user(run: Run, user: SimUser, stats: PhaseStats) -> None:
         f"/api/notebooks/{user.notebook_id}/notes",
         {"title": "Sources", "body": f"Reading notes about {', '.join(names)}."},
     )
+    status, _ = await run.call(user.http.send, "GET", f"/notes/{note['id']}/")  # the note page
+    if status != 200:
+        stats.error(f"note page: HTTP {status}")
     sent: dict[int, float] = {}
     for path in user.files:
         t0 = time.perf_counter()
@@ -914,6 +957,8 @@ async def phase1(run: Run, users: list[SimUser], stats: PhaseStats) -> None:
     stats.logins_planned = len(users)
     stats.attachments_planned = sum(len(u.files) for u in users)
     stats.answers_planned = len(users) * run.questions
+    for u in users:
+        u.http.pages = stats.pages
     await asyncio.gather(*(guarded(stats, u.username, phase1_user(run, u, stats)) for u in users))
 
 
@@ -921,6 +966,8 @@ async def phase2(run: Run, users: list[SimUser], idle: int, active: int, stats: 
     """Idle sockets opened and held, then the active users' questions, then a ping on each
     idle socket."""
     ready = [u for u in users if u.notebook_id is not None]
+    for u in users:
+        u.http.pages = stats.pages
     stats.idle_planned = idle
     stats.answers_planned = active * run.questions
     if not ready:
@@ -1013,7 +1060,7 @@ async def scenario(
 
     password = secrets.token_urlsafe(16)
     t0 = time.perf_counter()
-    await create_users(server, names, password)
+    report["hasher_seconds"] = round(await create_users(server, names, password), 3)
     report["create_users_seconds"] = round(time.perf_counter() - t0, 1)
     log(f"{len(names)} users created in {report['create_users_seconds']}s")
 
@@ -1036,6 +1083,7 @@ async def scenario(
 
     reporter = asyncio.create_task(progress(phases))
     try:
+        report["web_rss_before_mb"] = sampler.web_rss_mb()
         sampler.phase = "phase1"
         phases["phase1"] = stats1 = PhaseStats("phase 1")
         log(f"phase 1: {args.users} users, {args.questions} questions each")
@@ -1055,6 +1103,8 @@ async def scenario(
                 stats2.finish()
             log(stats2.progress())
         sampler.phase = "end"
+        await asyncio.sleep(5)  # answers' threads and sockets wind down
+        report["web_rss_after_mb"] = sampler.web_rss_mb()
     finally:
         reporter.cancel()
 
@@ -1115,6 +1165,7 @@ def print_phase(title: str, s: dict[str, Any], memory: dict[str, Any]) -> None:
     print(f"== {title} ==")
     rows = [
         ("login (form + redirect)", s.get("login_seconds")),
+        ("page load (not login)", s.get("page_seconds")),
         ("upload request", s.get("upload_request_seconds")),
         ("upload → ready (client)", s.get("upload_to_ready_seconds")),
         ("upload → ready (server)", s.get("upload_to_ready_server_seconds")),
@@ -1168,6 +1219,49 @@ def print_phase(title: str, s: dict[str, Any], memory: dict[str, Any]) -> None:
     print()
 
 
+def targets(report: dict[str, Any]) -> dict[str, Any]:
+    """The issue's four figures, each beside what it is judged against in the same run."""
+    phases = report.get("phases", {})
+    p1 = phases.get("phase1", {})
+    out: dict[str, Any] = {}
+    pages = [phases[k]["page_seconds"]["p95"] for k in phases if phases[k]["page_seconds"]["n"]]
+    out["page_p95_seconds"] = max(pages) if pages else None
+    cost = report.get("hasher_seconds")
+    cores = report["machine"]["cpu_count"] or 1
+    rate = p1.get("logins_per_second")
+    out["logins_per_second"] = rate
+    out["hasher_seconds"] = cost
+    out["login_ceiling_per_second"] = round(cores / cost, 2) if cost else None
+    out["one_thread_per_second"] = round(1 / cost, 2) if cost else None
+    if rate and cost:
+        out["logins_vs_ceiling"] = round(rate * cost / cores, 2)
+    ttft = [phases[k]["first_token_seconds"]["p95"] for k in phases]
+    ttft = [t for t in ttft if t is not None]
+    out["first_token_p95_seconds"] = max(ttft) if ttft else None
+    out["web_rss_before_mb"] = report.get("web_rss_before_mb")
+    out["web_rss_after_mb"] = report.get("web_rss_after_mb")
+    return out
+
+
+def print_targets(report: dict[str, Any]) -> None:
+    t = report["targets"] = targets(report)
+    print("== Targets (issue #18) ==")
+    print(f"page loads (not login) p95: {_s(t['page_p95_seconds'])} s (target ≤ 1 s)")
+    if t["hasher_seconds"]:
+        print(
+            f"logins: {t['logins_per_second']}/s for the burst of phase 1; one password check "
+            f"costs {t['hasher_seconds']:.3f} s here (1 thread: {t['one_thread_per_second']}/s, "
+            f"all {report['machine']['cpu_count']} cores: {t['login_ceiling_per_second']}/s); "
+            f"logins / ceiling = {t.get('logins_vs_ceiling', 'n/a')}"
+        )
+    print(f"time to first token p95: {_s(t['first_token_p95_seconds'])} s (target ≤ 5 s)")
+    print(
+        f"web processes' RSS, MB, before phase 1 {t['web_rss_before_mb']} → after the run "
+        f"{t['web_rss_after_mb']} (target ≤ 1024 each)"
+    )
+    print()
+
+
 def print_report(report: dict[str, Any]) -> None:
     a = report["args"]
     m = report["machine"]
@@ -1192,6 +1286,7 @@ def print_report(report: dict[str, Any]) -> None:
     for key, title in titles.items():
         if key in report.get("phases", {}):
             print_phase(title, report["phases"][key], memory.get(key, {}))
+    print_targets(report)
     for part, logs in report.get("server_log", {}).items():
         print(
             f"server log while {part}: {logs['lines']} lines, {logs['errors']} error lines, "

@@ -59,7 +59,9 @@ def publish(
         else:
             async_to_sync(layer.group_send)(group_name(conversation_id), message)
     except Exception:  # a full or unreachable layer must not stop the answer being saved
-        logger.warning("could not publish %s for conversation %s", event, conversation_id)
+        logger.warning(
+            "could not publish %s for conversation %s", event, conversation_id, exc_info=True
+        )
 
 
 def run(

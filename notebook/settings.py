@@ -153,14 +153,21 @@ if REDIS_URL:
         "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
     }
 else:
-    # One process: the in-memory layer. A socket may fall 1,000 events behind (tokens of a long
-    # answer) before events are dropped; the page reloads the message from the database then.
+    # Several web processes (WEB_PROCESSES) on one machine: PostgreSQL's LISTEN/NOTIFY carries
+    # group messages between them (notebook/channel_layer.py). CHANNEL_LAYER=memory keeps them
+    # in the process, for a single web process only. A socket may fall 1,000 events behind
+    # (tokens of a long answer) before events are dropped; the page reloads the message then.
+    _layer = env_choice("CHANNEL_LAYER", ("postgres", "memory"), "postgres")
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels.layers.InMemoryChannelLayer",
+            "BACKEND": "notebook.channel_layer.PostgresChannelLayer"
+            if _layer == "postgres"
+            else "channels.layers.InMemoryChannelLayer",
             "CONFIG": {"capacity": 1000},
         }
     }
+    # Nothing shared is kept in the default cache (sessions and login failures are in
+    # PostgreSQL, rate limits in the "ratelimit" cache below): a per-process cache is enough.
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
 TASK_BROKER = env_choice("TASK_BROKER", ("orm", "redis"), "orm")

@@ -33,6 +33,19 @@ def pytest_configure(config: pytest.Config) -> None:
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     }
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    # Tests in this process are one server: Channels' in-memory layer, as before. The
+    # PostgreSQL layer that `serve`'s web processes share is tested across real processes
+    # (tests/test_web_processes.py).
+    if (
+        settings.CHANNEL_LAYERS["default"]["BACKEND"]
+        == "notebook.channel_layer.PostgresChannelLayer"
+    ):
+        settings.CHANNEL_LAYERS = {
+            "default": {
+                "BACKEND": "channels.layers.InMemoryChannelLayer",
+                "CONFIG": {"capacity": 1000},
+            }
+        }
     # Tests import notebook.asgi; a model loading in the background would make whichever
     # search runs meanwhile keyword-only. Tests of the warm-up turn it back on.
     settings.EMBEDDING_WARM_UP = False

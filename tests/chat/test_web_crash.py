@@ -259,16 +259,25 @@ class Socket:
         assert accept in head
 
     def send(self, data: dict[str, Any]) -> None:
-        payload = json.dumps(data).encode()
+        self._frame(0x1, json.dumps(data).encode())
+
+    def _frame(self, opcode: int, payload: bytes) -> None:
         mask = os.urandom(4)
         size = len(payload)
-        header = bytes([0x81]) + (bytes([0x80 | size]) if size < 126
+        header = bytes([0x80 | opcode]) + (bytes([0x80 | size]) if size < 126
                                   else bytes([0x80 | 126]) + struct.pack("!H", size))  # fmt: skip
         masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
         self.sock.sendall(header + mask + masked)
 
+    deadline: float | None = None  # until()'s, also while pings are being answered
+
     def _read(self, n: int) -> bytes:
         while len(self.buffer) < n:
+            if self.deadline is not None:
+                left = self.deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError("nothing more from the server in time")
+                self.sock.settimeout(left)
             chunk = self.sock.recv(65536)
             if not chunk:
                 raise ConnectionError("the socket closed")
@@ -289,19 +298,27 @@ class Socket:
             opcode = first & 0x0F
             if opcode == 0x8:
                 return None
+            if opcode == 0x9:  # daphne's ping: a socket that does not answer is closed
+                self._frame(0xA, payload)
             if opcode == 0x1:
                 return payload.decode()
 
     def until(self, done: Any, timeout: float = 30) -> list[str]:
         seen: list[str] = []
-        self.sock.settimeout(timeout)
-        while True:
-            frame = self.receive()
-            if frame is None:
-                raise AssertionError(f"the socket closed; frames: {seen[-3:]}")
-            seen.append(frame)
-            if done(frame):
-                return seen
+        self.deadline = time.monotonic() + timeout  # answering pings does not extend it
+        try:
+            while True:
+                try:
+                    frame = self.receive()
+                except TimeoutError:
+                    raise AssertionError(f"not seen in {timeout}s; frames: {seen[-3:]}") from None
+                if frame is None:
+                    raise AssertionError(f"the socket closed; frames: {seen[-3:]}")
+                seen.append(frame)
+                if done(frame):
+                    return seen
+        finally:
+            self.deadline = None
 
     def close(self) -> None:
         self.sock.close()

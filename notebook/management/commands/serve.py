@@ -1,10 +1,16 @@
 """`manage.py serve`: the whole app in the foreground (what `make run` starts).
 
 Prepares the database (the embedded server is started by settings when DATABASE_URL is unset),
-applies migrations, collects static files, then runs the ASGI web server (daphne, through
-notebook.daphne_http) and a django-q2 worker as child processes. Ctrl-C stops all of them, then
-the embedded server. The web server loads the embedding model in a background thread as it
-starts (notebook.asgi; EMBEDDING_WARM_UP): searches before it is ready use keywords only.
+applies migrations, collects static files, then runs WEB_PROCESSES ASGI web servers (daphne,
+through notebook.daphne_http) and a django-q2 worker as child processes. Ctrl-C stops all of
+them, then the embedded server. Each web server loads the embedding model in a background thread
+as it starts (notebook.asgi; EMBEDDING_WARM_UP): searches before it is ready use keywords only.
+
+The web servers share one listening socket, opened here and inherited (daphne's --fd): the
+kernel hands each new connection to whichever process accepts it first. Django runs a process's
+sync views one at a time (asgiref's thread-sensitive executor), so the processes are what lets
+a slow view (a login's password hash, an upload) leave other requests alone. WebSocket events
+reach sockets in every process through the channel layer (PostgreSQL's NOTIFY, or Redis).
 """
 
 from __future__ import annotations
@@ -26,6 +32,48 @@ from notebook import metrics
 from notebook.database import database_url
 
 SHUTDOWN_GRACE_SECONDS = 15
+MAX_DEFAULT_WEB_PROCESSES = 4
+LISTEN_BACKLOG = 1024
+# glibc gives threads that allocate at once their own malloc arenas (up to 8 per core), and
+# what is freed in one is seldom returned to the system: a web process runs many threads (sync
+# views, one per answer being written, the embedding model's). Two arenas bound that growth.
+CHILD_ENV_DEFAULTS = {"MALLOC_ARENA_MAX": "2"}
+
+
+def default_web_processes() -> int:
+    """One web process per core, at most MAX_DEFAULT_WEB_PROCESSES (each holds the embedding
+    model: ~0.5 GB)."""
+    return max(1, min(os.cpu_count() or 1, MAX_DEFAULT_WEB_PROCESSES))
+
+
+def web_processes() -> int:
+    raw = os.environ.get("WEB_PROCESSES", "").strip()
+    if not raw:
+        return default_web_processes()
+    try:
+        count = int(raw)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise CommandError(f"WEB_PROCESSES must be a whole number of at least 1, not {raw!r}.")
+    return count
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The listening socket every web process inherits; CommandError if the port is taken."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise CommandError(
+            f"Port {port} on {host} is in use. Stop what runs there or set PORT=…."
+        ) from None
+    sock.listen(LISTEN_BACKLOG)
+    sock.set_inheritable(True)
+    return sock
 
 
 def _port_in_use(host: str, port: int) -> bool:
@@ -38,14 +86,22 @@ def _port_in_use(host: str, port: int) -> bool:
     return False
 
 
-def _wait_for_port(host: str, port: int, proc: subprocess.Popen[bytes], timeout: float) -> bool:
+def _wait_for_http(
+    host: str, port: int, procs: list[subprocess.Popen[bytes]], timeout: float
+) -> bool:
+    """True once a web process answers HTTP on the shared socket (a connection alone proves
+    nothing: the socket accepts into its backlog before any process serves it)."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and proc.poll() is None:
+    while time.monotonic() < deadline and any(p.poll() is None for p in procs):
         try:
-            with socket.create_connection((host, port), timeout=0.5):
-                return True
+            with socket.create_connection((host, port), timeout=2) as conn:
+                conn.settimeout(max(0.5, deadline - time.monotonic()))
+                conn.sendall(b"HEAD / HTTP/1.0\r\nHost: localhost\r\n\r\n")
+                if conn.recv(12).startswith(b"HTTP/"):
+                    return True
         except OSError:
-            time.sleep(0.2)
+            pass
+        time.sleep(0.2)
     return False
 
 
@@ -60,10 +116,19 @@ class Command(BaseCommand):
         parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
         parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
         parser.add_argument("--no-worker", action="store_true", help="Start the web server only.")
+        parser.add_argument(
+            "--web-processes",
+            type=int,
+            default=None,
+            help="Web server processes (default: WEB_PROCESSES, else one per core, at most 4).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         host: str = options["host"]
         port: int = options["port"]
+        count = options["web_processes"] or web_processes()
+        if count < 1:
+            raise CommandError("--web-processes must be at least 1.")
         if _port_in_use(host, port):
             raise CommandError(
                 f"Port {port} on {host} is in use. Stop what runs there or set PORT=…."
@@ -77,29 +142,27 @@ class Command(BaseCommand):
         metrics.reset_directory()  # this machine's samples start from zero with its processes
 
         # Children connect to the same server directly; only this process owns the embedded one.
-        env = {**os.environ, "DATABASE_URL": database_url(db)}
-        commands = {
-            # daphne, answering 414/431 for requests over Twisted's size limits.
-            "web": [
-                sys.executable,
-                "-m",
-                "notebook.daphne_http",
-                "-b",
-                host,
-                "-p",
-                str(port),
-                "notebook.asgi:application",
-            ],
-        }
+        env = {**CHILD_ENV_DEFAULTS, **os.environ, "DATABASE_URL": database_url(db)}
+        listener = _listen(host, port)
+        # daphne, answering 414/431 for requests over Twisted's size limits, on the shared socket.
+        web = [sys.executable, "-m", "notebook.daphne_http", "--fd", str(listener.fileno())]
+        commands = {f"web {i + 1}": [*web, "notebook.asgi:application"] for i in range(count)}
         if not options["no_worker"]:
             commands["worker"] = [sys.executable, "manage.py", "qcluster"]
         procs: dict[str, subprocess.Popen[bytes]] = {}
         signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)  # `kill` stops us like Ctrl-C
         try:
             for name, cmd in commands.items():
-                procs[name] = subprocess.Popen(cmd, env=env, cwd=settings.BASE_DIR)
-            if _wait_for_port(host, port, procs["web"], timeout=60):
+                procs[name] = subprocess.Popen(
+                    cmd,
+                    env=env,
+                    cwd=settings.BASE_DIR,
+                    pass_fds=(listener.fileno(),) if name.startswith("web") else (),
+                )
+            webs = [p for name, p in procs.items() if name.startswith("web")]
+            if _wait_for_http(host, port, webs, timeout=120):
                 shown = f"[{host}]" if ":" in host else host
+                self.stdout.write(f"Web processes: {count} (WEB_PROCESSES)")
                 self.stdout.write(
                     self.style.SUCCESS(f"Notebook is running at http://{shown}:{port}/")
                 )
@@ -114,6 +177,7 @@ class Command(BaseCommand):
             self.stdout.write("\nStopping…")
         finally:
             self._stop(procs)
+            listener.close()
         self.stdout.write("Stopped.")
 
     def _stop(self, procs: dict[str, subprocess.Popen[bytes]]) -> None:

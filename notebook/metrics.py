@@ -224,9 +224,27 @@ class RequestMetricsMiddleware:
 
 
 def reset_directory() -> None:
-    """Empty the directory (before this machine's processes start; `manage.py serve`)."""
+    """Forget the processes that are gone (before this machine's processes start; `manage.py
+    serve`): their files are removed, so the figures start from zero with the new processes.
+    Files of processes still running (another command on the same DATA_DIR, a test run) are
+    kept, or their counters would vanish under them."""
     for entry in metrics_dir().glob("*.db"):
-        entry.unlink(missing_ok=True)
+        try:
+            pid = int(entry.stem.rsplit("_", 1)[1])
+        except (IndexError, ValueError):
+            continue
+        if not _alive(pid):
+            entry.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process with that pid
+        return True
+    return True
 
 
 def process_ended(pid: int) -> None:
@@ -241,12 +259,8 @@ def _sweep_dead_processes() -> None:
     pid that no longer exists is dead."""
     for entry in metrics_dir().glob("gauge_live*_*.db"):
         pid = int(entry.stem.rsplit("_", 1)[1])
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+        if not _alive(pid):
             process_ended(pid)
-        except PermissionError:  # another user's process with that pid: alive
-            pass
 
 
 @atexit.register

@@ -353,3 +353,25 @@ def test_samples_of_other_processes_are_aggregated(staff_client, killed):
     after = scrape(staff_client)
     assert value(after, name, kind="from_another_process") == before + 2
     assert value(after, "notebook_websocket_connections", consumer="other") == 0
+
+
+def test_serve_forgets_only_processes_that_are_gone(tmp_path, monkeypatch):
+    """`serve` starting on a machine clears the samples of dead processes, never those of a
+    process still writing (a test run, a worker started on its own)."""
+    from notebook import metrics
+
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    for name in (f"counter_{gone}.db", f"counter_{os.getpid()}.db", "histogram_x.db"):
+        (tmp_path / name).write_bytes(b"")
+    monkeypatch.setattr(metrics, "metrics_dir", lambda: tmp_path)
+    metrics.reset_directory()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        f"counter_{os.getpid()}.db",
+        "histogram_x.db",
+    ]

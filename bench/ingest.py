@@ -671,6 +671,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--repeat", type=int, default=1, help="throughput runs (best of N)")
     parser.add_argument("--max-seconds", type=int, default=1800, help="stop after this long")
     parser.add_argument("--keep-data", action="store_true", help="keep the temporary DATA_DIR")
+    parser.add_argument(
+        "--embedders",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="compare the embedding runtimes (bench/embedding_backends.py)",
+    )
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
@@ -734,6 +740,10 @@ def main(argv: list[str] | None = None) -> int:
                 "child_vmhwm_mb": {m: _mb(kb) for m, kb in peaks.peaks_kb.items()},
             }
             report["throughput"] = run_throughput(files, args.repeat)
+            if args.embedders:  # sys.path has REPO since setup_django
+                from bench.embedding_backends import run as run_embedders
+
+                report["embedders"] = run_embedders(files, repeat=max(2, args.repeat))
     except BenchTimeout as exc:
         log(str(exc))
         report["error"] = str(exc)
@@ -757,6 +767,10 @@ def main(argv: list[str] | None = None) -> int:
         print_pipeline(report["pipeline"])
     if "rss" in report:
         print_rss(report["rss"])
+    if "embedders" in report:
+        from bench.embedding_backends import print_result
+
+        print_result(report["embedders"])
     if out:
         out.write_text(json.dumps(report, indent=2, default=str) + "\n")
         log(f"wrote {out}")

@@ -27,6 +27,7 @@ logger = logging.getLogger(__name__)
 # Bumped when the export below changes, so that older cache files are not reused.
 EXPORT_VERSION = 1
 HEADS, HIDDEN = 12, 384  # all-MiniLM-L6-v2 (config.json), for the attention fusion
+_INHERITED: list[Any] = []  # sessions a forked child got from its parent: never freed
 
 
 def bundled_model_path() -> Path:
@@ -234,6 +235,8 @@ class OnnxEmbedder:
             return []
         with self._lock:
             if self._pid != os.getpid():  # forked: ONNX Runtime's thread pool did not follow
+                # Destroying the parent's session here would wait forever for its threads.
+                _INHERITED.append(self._session)
                 self._session, self._pid = _session(self.path), os.getpid()
             encodings = self._tokenizer.encode_batch(texts)
             order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))

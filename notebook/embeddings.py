@@ -10,7 +10,7 @@ import os
 import sys
 import threading
 import weakref
-from typing import Protocol
+from typing import Any, Protocol
 
 from django.conf import settings
 
@@ -89,22 +89,30 @@ class LocalEmbedder:
         (the heading path)."""
         tokenizer = self._model.tokenizer
         head = f"{prefix}\n" if prefix else ""
-        limit = int(self._model.max_seq_length or 256)
         with self._lock:
-            budget = limit - 2 - len(tokenizer.tokenize(head))  # room for [CLS] and [SEP]
+            head_tokens = len(tokenizer.tokenize(head))
         spans = tokenizer(
             text, add_special_tokens=False, return_offsets_mapping=True, verbose=False
         )["offset_mapping"]
-        if len(spans) <= budget or budget <= WINDOW_OVERLAP:
-            return [head + text]
-        pieces = []
-        step = budget - WINDOW_OVERLAP
-        for start in range(0, len(spans), step):
-            end = min(start + budget, len(spans))
-            pieces.append(head + text[spans[start][0] : spans[end - 1][1]])
-            if end == len(spans):
-                break
-        return pieces
+        return cut_windows(text, head, head_tokens, spans, int(self._model.max_seq_length or 256))
+
+
+def cut_windows(
+    text: str, head: str, head_tokens: int, spans: list[tuple[int, int]], limit: int
+) -> list[str]:
+    """`head` + `text` in overlapping windows of at most `limit` tokens ([CLS] and [SEP]
+    included), given the tokens' character `spans` in `text`."""
+    budget = limit - 2 - head_tokens  # room for [CLS] and [SEP]
+    if len(spans) <= budget or budget <= WINDOW_OVERLAP:
+        return [head + text]
+    pieces = []
+    step = budget - WINDOW_OVERLAP
+    for start in range(0, len(spans), step):
+        end = min(start + budget, len(spans))
+        pieces.append(head + text[spans[start][0] : spans[end - 1][1]])
+        if end == len(spans):
+            break
+    return pieces
 
 
 class OpenAIEmbedder:
@@ -183,7 +191,8 @@ class OpenAIEmbedder:
 
 
 _LOADING = threading.Lock()
-Config = tuple[str, str, int, str, str]  # backend, model, dimensions, base URL, API key
+# backend, model, dimensions, base URL, API key, runtime of the bundled model
+Config = tuple[str, str, int, str, str, str]
 _loaded: dict[Config, Embedder] = {}  # this process's embedders, one per configuration
 
 
@@ -208,16 +217,33 @@ def _after_fork_in_child() -> None:
         torch.set_num_threads(1)
 
 
-_LOCAL_EMBEDDERS: weakref.WeakSet[LocalEmbedder] = weakref.WeakSet()
+_LOCAL_EMBEDDERS: weakref.WeakSet[Any] = weakref.WeakSet()  # local embedders (locks)
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def _construct(backend: str, model: str, dimensions: int, base_url: str, api_key: str) -> Embedder:
+def _construct(
+    backend: str, model: str, dimensions: int, base_url: str, api_key: str, runtime: str = "torch"
+) -> Embedder:
     """Make an embedder (the local backend loads its model here: seconds). Tests that need a
-    load in progress replace this function with one that waits (tests/search/test_warm_up.py)."""
+    load in progress replace this function with one that waits (tests/search/test_warm_up.py).
+    `runtime` ("onnx-int8", "onnx" or "torch") only matters for the bundled model."""
     if backend == "openai":
         return OpenAIEmbedder(model, dimensions, base_url, api_key)
+    if not model and runtime.startswith("onnx"):
+        from notebook.onnx_embedder import OnnxEmbedder
+
+        return OnnxEmbedder(
+            dimensions, quantize=runtime == "onnx-int8", model_name=DEFAULT_LOCAL_MODEL
+        )
     return LocalEmbedder(model, dimensions)
+
+
+def local_runtime() -> str:
+    """How the bundled model runs: "onnx-int8", "onnx" (fp32) or "torch"
+    (sentence-transformers), from EMBEDDING_RUNTIME and EMBEDDING_QUANTIZE."""
+    if settings.EMBEDDING_RUNTIME == "torch":
+        return "torch"
+    return "onnx-int8" if settings.EMBEDDING_QUANTIZE else "onnx"
 
 
 def _config() -> Config:
@@ -227,6 +253,7 @@ def _config() -> Config:
         settings.EMBEDDING_DIMENSIONS,
         settings.EMBEDDING_BASE_URL,
         settings.EMBEDDING_API_KEY,
+        local_runtime() if settings.EMBEDDING_BACKEND == "local" else "",
     )
 
 

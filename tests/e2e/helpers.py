@@ -23,3 +23,6 @@ def login(page: Page, username: str, password: str) -> None:
     field(page, "Password").fill(password)
     page.get_by_role("button", name="Log in", exact=True).click()
     expect(page).to_have_url(path_is("/"))
+    # The URL changes when the navigation commits, before the new document has a body: a test
+    # that scripts the page at once found `document.body` null.
+    page.wait_for_load_state("domcontentloaded")

@@ -165,8 +165,11 @@ def test_the_default_concurrency_is_ten(fake, settings):
     assert settings.RERANK_CONCURRENCY == 10
     Model(fake, delay=0.1)
     outcome = rerank_documents("q", candidates(25))
-    # The client's count can run a request ahead of the server's (connecting, sending).
-    assert 2 <= fake.max_in_flight <= outcome.max_in_flight <= 10
+    # The client never has more than 10 requests open; the server really saw several at once.
+    # Its own count may show one more: it counts a request out only after writing the reply,
+    # and the client may already have sent the next one on receiving it.
+    assert 2 <= outcome.max_in_flight <= 10
+    assert 2 <= fake.max_in_flight <= 11
 
 
 def test_a_tie_among_the_best_triggers_exactly_one_tie_break(fake):

@@ -172,6 +172,14 @@ else:
 
 TASK_BROKER = env_choice("TASK_BROKER", ("orm", "redis"), "orm")
 TASK_TIMEOUT = env_int("TASK_TIMEOUT", 1800, minimum=10)
+# Background work yields the CPU to the web: every worker process (and the extraction and OCR
+# children it starts) runs at this nice level (0-19; 0 leaves it as started), so pages and
+# answers stay quick while a batch is being ingested (notebook/apps.py).
+WORKER_NICE = env_int("WORKER_NICE", 10, minimum=0)
+if WORKER_NICE > 19:
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured(f"WORKER_NICE must be between 0 and 19, got {WORKER_NICE}")
 Q_CLUSTER: dict[str, object] = {
     "name": "notebook",
     "workers": env_int("WORKERS", 2, minimum=1),

@@ -73,3 +73,21 @@ def test_killed_worker_run_is_reaped_and_finishes_with_one_set_of_chunks(alice, 
     assert not attachment.chunks.exclude(embedding_model="all-MiniLM-L6-v2").exists()
     windows = ChunkVector.objects.filter(attachment=attachment).values_list("chunk", "window")
     assert len(set(windows)) == len(windows)  # each window once: no duplicates from run 1
+
+
+def test_worker_processes_run_at_worker_nice():
+    """Ingestion yields the CPU to the web: django-q2's worker processes (which run the tasks
+    and start the extraction children) run at WORKER_NICE; the cluster's own process does not
+    need to."""
+    import psutil
+
+    with run_worker(WORKER_NICE="7") as worker:
+        cluster = psutil.Process(worker.proc.pid)
+        deadline = time.monotonic() + 60
+        niced: list[psutil.Process] = []
+        while time.monotonic() < deadline and not niced:
+            worker.check_alive()
+            niced = [p for p in cluster.children(recursive=True) if p.nice() == 7]
+            time.sleep(0.2)
+        assert niced, [(p.pid, p.name(), p.nice()) for p in cluster.children(recursive=True)]
+        assert cluster.nice() == 0

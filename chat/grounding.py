@@ -21,11 +21,12 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 
 from chat.citations import MARKER
+from chat.sentence_vectors import embed_weighed, similarities
 from notebook.embeddings import get_embedder, warming_up
 from notebook.language import detect_language
 from notebook.markdown import plain_text
 from notebook.textutil import cjk_ratio
-from search.texts import STOP_WORDS, content_terms, cosine
+from search.texts import STOP_WORDS, content_terms
 
 if TYPE_CHECKING:
     from chat.events import Event
@@ -170,25 +171,30 @@ def weigh(
     if missing:
         return Evidence(missing=missing)
     wanted = terms(question)
-    candidates = [
-        Candidate(int(p["n"]), rank, position, sentence)
-        for rank, p in enumerate(passages)
-        for position, sentence in enumerate(passage_sentences(p))
-    ]
+    candidates: list[Candidate] = []
+    chunks: list[int | None] = []  # the chunk each candidate comes from (None: a note)
+    for rank, p in enumerate(passages):
+        chunk = int(p["chunk_id"]) if p.get("kind") == "document" and p.get("chunk_id") else None
+        for position, sentence in enumerate(passage_sentences(p)):
+            candidates.append(Candidate(int(p["n"]), rank, position, sentence))
+            chunks.append(chunk)
     if not candidates:
         return Evidence()
-    vectors: list[list[float]] | None = None
+    similarity = [0.0] * len(candidates)
     # Right after the server starts the model is still loading: judge by words, do not wait.
     if not warming_up():
         try:
-            vectors = get_embedder().embed(
-                [question, *(c.text for c in candidates)],
+            asked, vectors = embed_weighed(
+                get_embedder(),
+                question,
+                [(chunk, c.text) for chunk, c in zip(chunks, candidates, strict=True)],
                 timeout=settings.EMBEDDING_QUERY_TIMEOUT,
             )
+            similarity = similarities(asked, vectors)
         except Exception:  # the embedder is away: sentences are judged by their words alone
             logger.warning("could not embed the sentences of an answer; judging by words only")
-    for i, c in enumerate(candidates, start=1):
-        c.similarity = cosine(vectors[0], vectors[i]) if vectors else 0.0
+    for c, sim in zip(candidates, similarity, strict=True):
+        c.similarity = sim
         c.coverage = len(wanted & terms(c.text)) / len(wanted) if wanted else 0.0
     return Evidence(ranked=sorted(candidates, key=lambda c: -c.score))
 

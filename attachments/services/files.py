@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
@@ -84,6 +84,13 @@ def _remove_files(attachment: NoteAttachment) -> None:
 
     for path in (Path(attachment.file.path), unlocked_path(attachment), thumbnail_path(attachment)):
         path.unlink(missing_ok=True)
+
+
+def remove_files_when_deleted(sender: Any, instance: NoteAttachment, **kwargs: Any) -> None:
+    """post_delete of NoteAttachment, however it is deleted (its own delete, its note's or
+    notebook's, the admin): its files go once the deletion commits, never before (a rollback
+    keeps the row and so must keep them)."""
+    transaction.on_commit(lambda: _remove_files(instance), using=kwargs.get("using"))
 
 
 def _validate(*, user: User, uploaded: UploadedFile[bytes], kind: SourceKind) -> ValidatedUpload:
@@ -244,8 +251,7 @@ def attachment_delete(*, attachment: NoteAttachment) -> None:
     """Delete the attachment, its pages, chunks and files. A run in progress notices and stops."""
     notebook_id = attachment.note.notebook_id
     with transaction.atomic():
-        attachment.delete()
-        transaction.on_commit(lambda: _remove_files(attachment))
+        attachment.delete()  # its files go on commit (remove_files_when_deleted)
         transaction.on_commit(lambda: _guides_after_delete(notebook_id))
 
 

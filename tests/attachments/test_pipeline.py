@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from django.core.exceptions import ValidationError
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from attachments import services
@@ -175,6 +175,43 @@ def test_delete_removes_rows_and_files(alice, note, django_capture_on_commit_cal
     assert not path.exists()
     assert not DocumentChunk.objects.exists()
     assert not NoteAttachment.objects.exists()
+
+
+@pytest.mark.parametrize("whole", ["note", "notebook", "admin"])
+def test_deleting_the_note_or_notebook_removes_the_files_too(
+    whole, alice, note, django_capture_on_commit_callbacks
+):
+    """Files go with their rows however those are deleted: a note deleted forever, a
+    notebook, or the admin's delete; a deletion rolled back keeps them."""
+    from attachments.thumbnails import thumbnail_for, thumbnail_path
+    from notes import services as note_services
+
+    attachment = ingest(upload(alice, note, "url.pdf"))
+    thumbnail_for(attachment)
+    paths = [Path(attachment.file.path), thumbnail_path(attachment)]
+    assert all(p.exists() for p in paths)
+
+    def delete_then_fail() -> None:
+        with transaction.atomic():
+            note.notebook.delete()
+            raise RuntimeError("rolled back")
+
+    with pytest.raises(RuntimeError):
+        delete_then_fail()
+    assert all(p.exists() for p in paths)
+    note = type(note).objects.select_related("notebook").get(pk=note.pk)  # pk kept in the DB
+
+    with django_capture_on_commit_callbacks(execute=True):
+        if whole == "note":
+            note_services.note_trash(note=note)
+            note.refresh_from_db()
+            note_services.note_delete(note=note)
+        elif whole == "notebook":
+            note_services.notebook_delete(notebook=note.notebook)
+        else:
+            NoteAttachment.objects.all().delete()  # the admin's bulk delete
+    assert not NoteAttachment.objects.exists()
+    assert not any(p.exists() for p in paths)
 
 
 def test_reaper_requeues_abandoned_runs_then_gives_up(alice, note, settings):

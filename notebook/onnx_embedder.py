@@ -14,6 +14,8 @@ import fcntl
 import hashlib
 import logging
 import os
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -27,6 +29,7 @@ from django.conf import settings
 logger = logging.getLogger(__name__)
 # Bumped when the export below changes, so that older cache files are not reused.
 EXPORT_VERSION = 1
+EXPORT_TIMEOUT = 900  # seconds; about a minute on a loaded 2-core machine
 HEADS, HIDDEN = 12, 384  # all-MiniLM-L6-v2 (config.json), for the attention fusion
 _INHERITED: list[Any] = []  # sessions a forked child got from its parent: never freed
 
@@ -149,6 +152,23 @@ def _quiet() -> Any:
             lg.setLevel(level)
 
 
+def _export_in_child(model_dir: Path, target: Path, *, quantize: bool) -> None:
+    """`export` in a child process: it imports torch and transformers (some 400 MB that a
+    process never gives back), which a web server or worker must not keep for its lifetime
+    only to have made this file once."""
+    command = [sys.executable, "-m", "notebook.onnx_embedder", str(model_dir), str(target)]
+    done = subprocess.run(  # noqa: S603 - our interpreter and module, paths we chose
+        [*command, *(["--quantize"] if quantize else [])],
+        capture_output=True,
+        text=True,
+        timeout=EXPORT_TIMEOUT,
+        check=False,
+    )
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-5:])
+        raise RuntimeError(f"Exporting the embedding model failed: {tail}")
+
+
 def _session(path: Path) -> Any:
     import onnxruntime as ort
 
@@ -180,8 +200,7 @@ def load_or_export(model_dir: Path, path: Path, *, quantize: bool) -> Any:
         fd, name = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
         os.close(fd)
         try:
-            with _quiet():
-                export(model_dir, Path(name), quantize=quantize)
+            _export_in_child(model_dir, Path(name), quantize=quantize)
             os.replace(name, path)
         finally:
             with contextlib.suppress(FileNotFoundError):
@@ -266,3 +285,15 @@ class OnnxEmbedder:
             head_tokens = len(self._splitter.encode(head, add_special_tokens=False).ids)
             spans = self._splitter.encode(text, add_special_tokens=False).offsets
         return cut_windows(text, head, head_tokens, spans, self.max_seq_length)
+
+
+if __name__ == "__main__":  # python -m notebook.onnx_embedder MODEL_DIR TARGET [--quantize]
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Export the bundled model to ONNX.")
+    parser.add_argument("model_dir", type=Path)
+    parser.add_argument("target", type=Path)
+    parser.add_argument("--quantize", action="store_true")
+    arguments = parser.parse_args()
+    with _quiet():
+        export(arguments.model_dir, arguments.target, quantize=arguments.quantize)

@@ -82,7 +82,7 @@ def test_the_export_is_cached_and_reused(fp32, settings, monkeypatch):
     def no_export(*args, **kwargs):
         raise AssertionError("exported again")
 
-    monkeypatch.setattr(onnx_embedder, "export", no_export)
+    monkeypatch.setattr(onnx_embedder, "_export_in_child", no_export)
     again = _onnx()
     assert again.path == fp32.path
     assert again.embed(["a sentence"]) == fp32.embed(["a sentence"])
@@ -99,13 +99,21 @@ def _copying_export(source: Path, calls: list[Path], delay: float = 0.0):
     return export
 
 
+def test_the_export_runs_in_a_child_process_and_its_failure_is_reported(tmp_path):
+    """The export imports torch: it runs in a child, so no server keeps torch for its life;
+    a child that fails is reported with the end of what it said."""
+    with pytest.raises(RuntimeError, match="Exporting the embedding model failed: "):
+        onnx_embedder._export_in_child(tmp_path / "no-model", tmp_path / "x.onnx", quantize=False)
+    assert not (tmp_path / "x.onnx").exists()
+
+
 def test_a_damaged_cache_file_is_made_again(fp32, settings, tmp_path, monkeypatch):
     settings.EMBEDDING_CACHE_DIR = tmp_path
     path = onnx_embedder.cache_path(False)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(fp32.path.read_bytes()[:50_000])  # cut short, as by a full disk
     calls: list[Path] = []
-    monkeypatch.setattr(onnx_embedder, "export", _copying_export(fp32.path, calls))
+    monkeypatch.setattr(onnx_embedder, "_export_in_child", _copying_export(fp32.path, calls))
     rebuilt = _onnx()
     assert len(calls) == 1
     assert calls[0].parent == tmp_path
@@ -118,7 +126,9 @@ def test_a_damaged_cache_file_is_made_again(fp32, settings, tmp_path, monkeypatc
 def test_exports_at_once_wait_for_each_other(fp32, settings, tmp_path, monkeypatch):
     settings.EMBEDDING_CACHE_DIR = tmp_path
     calls: list[Path] = []
-    monkeypatch.setattr(onnx_embedder, "export", _copying_export(fp32.path, calls, delay=0.5))
+    monkeypatch.setattr(
+        onnx_embedder, "_export_in_child", _copying_export(fp32.path, calls, delay=0.5)
+    )
     made: list[OnnxEmbedder] = []
     threads = [threading.Thread(target=lambda: made.append(_onnx())) for _ in range(2)]
     for thread in threads:

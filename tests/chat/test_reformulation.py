@@ -280,6 +280,24 @@ def test_the_pages_beside_the_cited_ones_are_lifted_too(alice, settings):
 
 
 @pytest.mark.django_db
+def test_an_answer_that_cited_nothing_anchors_its_best_document_and_pages(thread):
+    """An abstained answer has no evidence: the best passage it retrieved stands for it (its
+    document and its best pages there); the runner-up document is as likely noise."""
+    conversation = thread["conversation"]
+    best, other = thread["attachment"].pk, thread["attachment"].pk + 1000
+    asked = Message.objects.create(conversation=conversation, role="user", content="Why?")
+    Message.objects.create(
+        conversation=conversation, role="assistant", reply_to=asked,
+        content="The sources don't seem to contain an answer to this question.",
+        retrieved=[{"kind": "document", "attachment_id": a, "page": p}
+                   for a, p in ((best, 43), (other, 17), (best, 84), (best, 42))],
+    )  # fmt: skip
+    found = offline("And across several columns?", list(conversation.messages.order_by("-pk")))
+    assert found.anchors == [best]
+    assert found.pages == [(best, 43), (best, 84)]
+
+
+@pytest.mark.django_db
 def test_anchors_never_widen_the_scope(alice, bob):
     mine = NoteFactory.create(notebook=NotebookFactory.create(owner=alice))
     bobs = make_attachment(NoteFactory.create(notebook=NotebookFactory.create(owner=bob)),

@@ -258,14 +258,25 @@ def answer_terms(text: str) -> list[str]:
 
 
 def anchors_of(answer: Message | None) -> list[int]:
-    """The documents that backed an answer: those it cited, else the best it retrieved."""
+    """The documents that backed an answer: those it cited, else the one it retrieved best."""
     if answer is None:
         return []
     cited = [int(c["attachment_id"]) for c in answer.citations if c.get("attachment_id")]
     if not cited:
-        found = [r for r in answer.retrieved if r.get("kind") == "document"]
-        cited = [int(r["attachment_id"]) for r in found[:2] if r.get("attachment_id")]
+        cited = [attachment for attachment, _ in _best_retrieved(answer)][:1]
     return list(dict.fromkeys(cited))
+
+
+def _best_retrieved(answer: Message) -> list[tuple[int, int]]:
+    """(attachment id, page) of the passages an answer retrieved that come from the best
+    one's document, best first: what stands for an answer that cited nothing (it
+    abstained), whose second document is as likely noise as a lead."""
+    found = [
+        (int(r["attachment_id"]), int(r.get("page") or 0))
+        for r in answer.retrieved
+        if r.get("kind") == "document" and r.get("attachment_id")
+    ]
+    return [hit for hit in found if hit[0] == found[0][0]] if found else []
 
 
 def _without_memories(text: str) -> str:
@@ -278,7 +289,8 @@ def _without_memories(text: str) -> str:
 
 
 def pages_of(answer: Message | None) -> list[tuple[int, int]]:
-    """The pages an answer cited, as (attachment id, page)."""
+    """The pages an answer cited, as (attachment id, page); for one that cited nothing, the
+    pages of its best two passages in the document it anchors."""
     if answer is None:
         return []
     cited = [
@@ -286,6 +298,8 @@ def pages_of(answer: Message | None) -> list[tuple[int, int]]:
         for c in answer.citations
         if c.get("attachment_id") and c.get("page")
     ]
+    if not answer.citations:
+        cited = [hit for hit in _best_retrieved(answer) if hit[1]][:2]
     return list(dict.fromkeys(cited))
 
 

@@ -47,19 +47,20 @@ def anchor(
     boost: float,
     pages: set[tuple[int, int]] | None = None,
     page_boost: float = 0.0,
+    window: int = 0,
 ) -> dict[K, float]:
     """Source anchoring: fused scores min-max normalised to 0..1 over the candidates, plus
     `boost` for the chunks of the anchored documents (and `page_boost` more on the anchored
-    pages). Under RRF the normalised score is the rank equivalent: 1 for the best candidate,
-    0 for the last."""
+    pages and up to `window` pages either side of them). Under RRF the normalised score is the
+    rank equivalent: 1 for the best candidate, 0 for the last."""
     if not fused or boost <= 0:
         return fused
     rows = DocumentChunk.objects.filter(
         pk__in=[pk for kind, pk in fused if kind == "document"],
         attachment_id__in=attachment_ids,
     ).values_list("pk", "attachment_id", "page_number")
-    lift = {pk: boost + (page_boost if (a, page) in (pages or set()) else 0.0)
-            for pk, a, page in rows}  # fmt: skip
+    near = {(a, page + d) for a, page in pages or set() for d in range(-window, window + 1)}
+    lift = {pk: boost + (page_boost if (a, page) in near else 0.0) for pk, a, page in rows}
     low, high = min(fused.values()), max(fused.values())
     spread = (high - low) or 1.0
     return {

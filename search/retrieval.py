@@ -309,8 +309,9 @@ def search(
     per-leg weights; `rerank` defaults to whether a RERANKER is configured. `anchors`
     (attachment ids, for a follow-up question: the documents behind the previous answer) get
     `anchor_boost` (default SEARCH_ANCHOR_BOOST) added to their min-max normalised fused score
-    (source anchoring, see `anchor`); passages on `anchor_pages` ((attachment id, page): the
-    pages the previous answer cited) get SEARCH_ANCHOR_PAGE_BOOST more. `extra_queries` (the
+    (source anchoring, see `anchor`); passages on or within SEARCH_ANCHOR_PAGE_WINDOW pages of
+    `anchor_pages` ((attachment id, page): the pages the previous answer cited) get
+    SEARCH_ANCHOR_PAGE_BOOST more. `extra_queries` (the
     query's English translation and expansion, search.expansion) are searched too, each leg
     beside the original's, and fused with them."""
     from notebook import rerank as reranking
@@ -368,7 +369,8 @@ def search(
     if anchors:
         boost = settings.SEARCH_ANCHOR_BOOST if anchor_boost is None else anchor_boost
         pages = set(anchor_pages or [])
-        fused = anchor(fused, set(anchors), boost, pages, settings.SEARCH_ANCHOR_PAGE_BOOST)
+        fused = anchor(fused, set(anchors), boost, pages, settings.SEARCH_ANCHOR_PAGE_BOOST,
+                       settings.SEARCH_ANCHOR_PAGE_WINDOW)  # fmt: skip
         info["anchors"] = {"attachment_ids": sorted(set(anchors)), "boost": boost}
         if pages:
             info["anchors"]["pages"] = sorted(pages)

@@ -256,6 +256,48 @@ def test_anchoring_lifts_the_previous_answers_document_and_zero_turns_it_off(ali
 
 
 @pytest.mark.django_db
+def test_the_pages_beside_the_cited_ones_are_lifted_too(alice, settings):
+    """A follow-up often moves to the next page: the page boost reaches the cited page's
+    neighbours (SEARCH_ANCHOR_PAGE_WINDOW), not the pages further away (9 and 1)."""
+    notebook = NotebookFactory.create(owner=alice)
+    document = make_attachment(NoteFactory.create(notebook=notebook), [
+        "Points and labels shrink with panels.", "Points and labels shrink with panels!",
+        "Points labels shrink in panels of a figure.", "A page about colours.",
+    ])  # fmt: skip
+    for chunk, page in zip(document.chunks.order_by("index"), (9, 1, 5, 4), strict=True):
+        chunk.page_number = page
+        chunk.save()
+    settings.SEARCH_ANCHOR_PAGE_BOOST = 1.5  # more than any normalised score difference
+
+    def best(window):
+        settings.SEARCH_ANCHOR_PAGE_WINDOW = window
+        found = search(user=alice, query="points labels shrink panels", mode="lexical",
+                       limit=1, anchors=[document.pk], anchor_pages=[(document.pk, 4)])  # fmt: skip
+        return found.hits[0].chunk.page_number
+
+    assert best(0) != 5  # the cited page 4 itself does not match; 5 is not lifted
+    assert best(1) == 5  # next to the cited page
+
+
+@pytest.mark.django_db
+def test_an_answer_that_cited_nothing_anchors_its_best_document_and_pages(thread):
+    """An abstained answer has no evidence: the best passage it retrieved stands for it (its
+    document and its best pages there); the runner-up document is as likely noise."""
+    conversation = thread["conversation"]
+    best, other = thread["attachment"].pk, thread["attachment"].pk + 1000
+    asked = Message.objects.create(conversation=conversation, role="user", content="Why?")
+    Message.objects.create(
+        conversation=conversation, role="assistant", reply_to=asked,
+        content="The sources don't seem to contain an answer to this question.",
+        retrieved=[{"kind": "document", "attachment_id": a, "page": p}
+                   for a, p in ((best, 43), (other, 17), (best, 84), (best, 42))],
+    )  # fmt: skip
+    found = offline("And across several columns?", list(conversation.messages.order_by("-pk")))
+    assert found.anchors == [best]
+    assert found.pages == [(best, 43), (best, 84)]
+
+
+@pytest.mark.django_db
 def test_anchors_never_widen_the_scope(alice, bob):
     mine = NoteFactory.create(notebook=NotebookFactory.create(owner=alice))
     bobs = make_attachment(NoteFactory.create(notebook=NotebookFactory.create(owner=bob)),

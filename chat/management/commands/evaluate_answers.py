@@ -87,6 +87,12 @@ def _kept(q: Any, answer: Message) -> dict[str, Any]:
         "answer": answer.content,
         "grounding": answer.metadata.get("grounding", ""),
         "citations": answer.citations,
+        "searched": answer.reply_to.search_query if answer.reply_to else "",
+        "retrieved": [
+            {k: r.get(k) for k in ("file", "page", "score")}
+            for r in answer.retrieved
+            if r.get("kind") == "document"
+        ],
         "tool_calls": [
             {k: call.get(k) for k in ("name", "arguments", "summary", "results")}
             for call in answer.tool_calls

@@ -72,7 +72,7 @@ def test_the_extractive_answer_cites_verified_sentences_of_the_right_page(alice,
     assert set(answer.timings) >= {"reformulation", "retrieval", "first_token", "total"}
     kinds = [event for event, _ in events]
     assert kinds[:2] == ["searched", "tool"]  # what is searched is known before searching
-    assert kinds.count("token") > 5  # streamed word by word
+    assert kinds.count("token") == answer.content.count("\n\n") + 1  # a sentence at a time
     assert kinds[-1] == "done"
     assert "citation" in kinds
     streamed = "".join(data["text"] for event, data in events if event == "token")

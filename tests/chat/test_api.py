@@ -197,7 +197,7 @@ def test_asking_streams_server_sent_events(alice_api, conversation):
     kinds = [kind for kind, _ in events]
     assert kinds[1:3] == ["searched", "tool"]
     first_citation, done = kinds.index("citation"), kinds.index("done")
-    assert kinds.count("token") > 5
+    assert kinds.count("token") >= 2  # a sentence at a time
     assert max(i for i, k in enumerate(kinds) if k == "token") < first_citation < done
     assert done == len(kinds) - 1
     assert all(data["message_id"] == answer_id for _, data in events)

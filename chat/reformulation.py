@@ -47,6 +47,11 @@ RELEVANT = 5  # earlier messages seen when relevant to the question
 MAX_COMPLETION_WORDS = 16
 FOCUS_WORDS = 6
 MAX_QUERY_CHARS = 500
+# Of a message, what is embedded to judge its relevance to a later question: its opening (a
+# question whole, an answer's first sentences) in one short window. Every answer embeds the two
+# messages that just left the last-two window; 2000 characters (two full windows each) made
+# that a third of a follow-up's CPU.
+EMBED_CHARS = 600
 SHORT_WORDS = 5  # a question of at most this many words leans on the conversation
 SHORT_CJK_CHARS = 7
 
@@ -194,7 +199,7 @@ def _embedded(messages: Sequence[Message]) -> list[tuple[int, str, list[float]]]
     missing = [m for m in messages if m.embedding is None and m.content.strip()]
     if missing and not warming_up():
         try:
-            vectors = get_embedder().embed([m.content[:2000] for m in missing])
+            vectors = get_embedder().embed([m.content[:EMBED_CHARS] for m in missing])
         except Exception:  # no vectors: the lexical side still ranks
             logger.warning("could not embed %s messages for reformulation", len(missing))
             vectors = []

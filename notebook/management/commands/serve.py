@@ -6,10 +6,14 @@ through notebook.daphne_http) and a django-q2 worker as child processes. Ctrl-C 
 them, then the embedded server. Each web server loads the embedding model in a background thread
 as it starts (notebook.asgi; EMBEDDING_WARM_UP): searches before it is ready use keywords only.
 
-The web servers share one listening socket, opened here and inherited (daphne's --fd): the
-kernel hands each new connection to whichever process accepts it first. Django runs a process's
-sync views one at a time (asgiref's thread-sensitive executor), so the processes are what lets
-a slow view (a login's password hash, an upload) leave other requests alone. WebSocket events
+On Linux each web server gets a listening socket of its own on the same port (SO_REUSEPORT),
+opened here and inherited (daphne's --fd), and the kernel deals new connections out among them
+by a hash of the client's address and port. Elsewhere they share one socket, and a connection
+goes to whichever process accepts first: that is uneven, since Twisted accepts every waiting
+connection at once, so a burst of 20 sockets lands in one process and its answers run under
+one interpreter lock while the other process idles. Django runs a process's sync views in
+threads but Python code under one lock, so the processes are what lets a slow view (a login's
+password hash, an upload) or many answers at once leave other requests alone. WebSocket events
 reach sockets in every process through the channel layer (PostgreSQL's NOTIFY, or Redis).
 """
 
@@ -59,11 +63,14 @@ def web_processes() -> int:
     return count
 
 
-def _listen(host: str, port: int) -> socket.socket:
-    """The listening socket every web process inherits; CommandError if the port is taken."""
+def _listen(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
+    """A listening socket for web processes to inherit; CommandError if the port is taken.
+    With `reuse_port`, several such sockets can be bound to the same port (SO_REUSEPORT)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     try:
         sock.bind((host, port))
     except OSError:
@@ -74,6 +81,27 @@ def _listen(host: str, port: int) -> socket.socket:
     sock.listen(LISTEN_BACKLOG)
     sock.set_inheritable(True)
     return sock
+
+
+def balances_connections() -> bool:
+    """Whether the kernel spreads connections over sockets sharing a port (Linux's
+    SO_REUSEPORT; other systems have the option without the balancing, or lack it)."""
+    return sys.platform.startswith("linux") and hasattr(socket, "SO_REUSEPORT")
+
+
+def _listeners(host: str, port: int, count: int) -> list[socket.socket]:
+    """One socket per web process where the kernel balances them, else one for all."""
+    if count > 1 and balances_connections():
+        socks: list[socket.socket] = []
+        try:
+            for _ in range(count):
+                socks.append(_listen(host, port, reuse_port=True))
+        except CommandError:
+            for sock in socks:
+                sock.close()
+            raise
+        return socks
+    return [_listen(host, port)]
 
 
 def _port_in_use(host: str, port: int) -> bool:
@@ -89,7 +117,7 @@ def _port_in_use(host: str, port: int) -> bool:
 def _wait_for_http(
     host: str, port: int, procs: list[subprocess.Popen[bytes]], timeout: float
 ) -> bool:
-    """True once a web process answers HTTP on the shared socket (a connection alone proves
+    """True once a web process answers HTTP on the port (a connection alone proves
     nothing: the socket accepts into its backlog before any process serves it)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and any(p.poll() is None for p in procs):
@@ -143,10 +171,13 @@ class Command(BaseCommand):
 
         # Children connect to the same server directly; only this process owns the embedded one.
         env = {**CHILD_ENV_DEFAULTS, **os.environ, "DATABASE_URL": database_url(db)}
-        listener = _listen(host, port)
-        # daphne, answering 414/431 for requests over Twisted's size limits, on the shared socket.
-        web = [sys.executable, "-m", "notebook.daphne_http", "--fd", str(listener.fileno())]
-        commands = {f"web {i + 1}": [*web, "notebook.asgi:application"] for i in range(count)}
+        listeners = _listeners(host, port, count)
+        # daphne, answering 414/431 for requests over Twisted's size limits, on its socket.
+        fds = {f"web {i + 1}": listeners[i % len(listeners)].fileno() for i in range(count)}
+        web = [sys.executable, "-m", "notebook.daphne_http"]
+        commands = {
+            name: [*web, "--fd", str(fd), "notebook.asgi:application"] for name, fd in fds.items()
+        }
         if not options["no_worker"]:
             commands["worker"] = [sys.executable, "manage.py", "qcluster"]
         procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -157,8 +188,12 @@ class Command(BaseCommand):
                     cmd,
                     env=env,
                     cwd=settings.BASE_DIR,
-                    pass_fds=(listener.fileno(),) if name.startswith("web") else (),
+                    pass_fds=(fds[name],) if name in fds else (),
                 )
+            # The children hold the sockets now: a web process that dies takes its socket
+            # with it, and the kernel stops sending connections there.
+            for sock in listeners:
+                sock.close()
             webs = [p for name, p in procs.items() if name.startswith("web")]
             if _wait_for_http(host, port, webs, timeout=120):
                 shown = f"[{host}]" if ":" in host else host
@@ -177,7 +212,8 @@ class Command(BaseCommand):
             self.stdout.write("\nStopping…")
         finally:
             self._stop(procs)
-            listener.close()
+            for sock in listeners:
+                sock.close()
         self.stdout.write("Stopped.")
 
     def _stop(self, procs: dict[str, subprocess.Popen[bytes]]) -> None:

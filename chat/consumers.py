@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypedDict, TypeVar
 
@@ -51,6 +53,28 @@ if TYPE_CHECKING:
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+# What a socket does in the database (a question's save, a message's rendering) runs in these
+# threads, not in asgiref's one thread-sensitive thread per process, for which every socket of
+# the process would queue: 20 people asking at once, each question's save waiting behind the
+# other sockets' renders. Each call is a whole unit of work on its own connection; one
+# socket's frames and events are still handled one after another. One pool per process: a
+# forked child (a test's server) would inherit threads that do not exist in it.
+SOCKET_THREADS = 8
+_socket_work: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def socket_work() -> ThreadPoolExecutor:
+    global _socket_work
+    if _socket_work is None or _socket_work[0] != os.getpid():
+        pool = ThreadPoolExecutor(max_workers=SOCKET_THREADS, thread_name_prefix="socket")
+        _socket_work = (os.getpid(), pool)
+    return _socket_work[1]
+
+
+def in_socket_thread(function: Callable[P, R]) -> Callable[P, Awaitable[R]]:
+    """`function` to await from a consumer: in one of this process's socket threads."""
+    return database_sync_to_async(function, thread_sensitive=False, executor=socket_work())  # type: ignore[no-any-return]
 
 
 class ShowMessages(TypedDict):
@@ -241,9 +265,7 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels is
         self.language = _language(self.scope)
         self.conversation_id = int(self.scope["url_route"]["kwargs"]["conversation_id"])
         try:
-            answering = await database_sync_to_async(in_progress_answers)(
-                user, self.conversation_id
-            )
+            answering = await in_socket_thread(in_progress_answers)(user, self.conversation_id)
         except Refused:
             await self.close()
             return
@@ -314,13 +336,13 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels is
 
     def _in_thread(self, function: Callable[P, R]) -> Callable[P, Awaitable[R]]:
         """`function` to await from here: in a thread, with the page's language active."""
-        return database_sync_to_async(_in_language(self.language, function))  # type: ignore[no-any-return]
+        return in_socket_thread(_in_language(self.language, function))
 
     async def _session_current(self) -> bool:
         """False, having closed the socket, once its session no longer logs the user in."""
         if self.ended:
             return False
-        if await database_sync_to_async(session_is_current)(self.session_key, self.user.pk):
+        if await in_socket_thread(session_is_current)(self.session_key, self.user.pk):
             return True
         self.ended = True
         await self.close(code=CLOSE_SESSION_ENDED)

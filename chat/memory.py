@@ -339,8 +339,19 @@ def memory_extract(*, message: Message) -> list[Memory]:
 
 def schedule_memory_extraction(message: Message) -> None:
     """Queue memory extraction for a completed answer once the current transaction commits
-    (at once outside one). Never raises: a failure to queue is logged and counted."""
+    (at once outside one). Without a chat model only explicit statements are kept, so a
+    question without one queues nothing (the worker would find nothing; under many offline
+    answers at once those tasks cost the web CPU). Never raises: a failure to queue is logged
+    and counted."""
     message_id = message.pk
+    if not settings.CHAT_MODEL:
+        try:
+            question = message.reply_to.content if message.reply_to_id else ""
+            if not extract_explicit(question):
+                return
+        except Exception:  # let the task decide
+            logger.exception("could not read answer %s's question; queueing all the same",
+                             message_id)  # fmt: skip
 
     def enqueue() -> None:
         from django_q.tasks import async_task

@@ -307,6 +307,23 @@ def test_extraction_is_queued_once_the_answer_commits(
     assert Memory.objects.count() == 0  # nothing extracted in the request
 
 
+def test_offline_an_exchange_without_an_explicit_statement_queues_nothing(
+    alice, notebook, settings, django_capture_on_commit_callbacks
+):
+    """Offline only "remember that …" and the like become memories: an ordinary question
+    leaves the worker nothing to do, so nothing is queued. With a chat model it is."""
+    plain = exchange(alice, notebook, question="Why does url.sty break lines at slashes?")
+    queued = set(OrmQ.objects.values_list("pk", flat=True))
+    with django_capture_on_commit_callbacks(execute=True):
+        schedule_memory_extraction(plain)
+    assert not OrmQ.objects.exclude(pk__in=queued).exists()
+    settings.CHAT_MODEL = "fake-model"
+    with django_capture_on_commit_callbacks(execute=True):
+        schedule_memory_extraction(plain)
+    (task,) = OrmQ.objects.exclude(pk__in=queued)
+    assert task.task["args"] == (plain.pk,)
+
+
 def test_a_broker_that_cannot_queue_never_fails_the_answer(
     alice, notebook, django_capture_on_commit_callbacks, monkeypatch, stats
 ):

@@ -343,11 +343,15 @@ def _warm_embedder() -> float:
 
 def _warm_children() -> None:
     """Standby extraction children up, as in a worker that has run a file before (each run
-    starts the next one's); jieba's dictionary loaded, as after a worker's first Chinese file."""
+    starts the next one's); the language identifier loaded, as a worker does when it starts
+    (attachments.apps.warm_worker); jieba's dictionary loaded, as after a worker's first
+    Chinese file."""
+    from attachments.apps import warm_worker
     from attachments.pdf.extract import warm_up
     from notebook.language import segment_for_search
 
     warm_up()
+    warm_worker().join()
     segment_for_search("预热", "zh")
     time.sleep(3)  # let them import their parsers before anything is timed
 
@@ -657,9 +661,11 @@ import django
 django.setup()
 from notebook.embeddings import get_embedder
 get_embedder().embed(["warm-up"])
+from attachments.apps import warm_worker
 from attachments.pdf.extract import warm_up
 from notebook.language import segment_for_search
 warm_up()
+warm_worker().join()
 segment_for_search("预热", "zh")
 time.sleep(3)
 from attachments.models import NoteAttachment

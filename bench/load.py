@@ -160,6 +160,8 @@ class PhaseStats:
     login_window: list[float] = field(default_factory=list)  # first start, last end
     errors: Counter[str] = field(default_factory=Counter)
     examples: dict[str, str] = field(default_factory=dict)
+    cpu_before: dict[str, float] = field(default_factory=dict)  # MemorySampler.cpu_seconds
+    cpu_after: dict[str, float] = field(default_factory=dict)
 
     def error(self, kind: str, detail: str = "") -> None:
         self.errors[kind] += 1
@@ -194,6 +196,12 @@ class PhaseStats:
             "loadavg_before": self.loadavg_before,
             "loadavg_after": self.loadavg_after,
         }
+        if self.cpu_before and self.cpu_after:
+            out["cpu_seconds"] = {
+                k: round(self.cpu_after[k] - v, 1)
+                for k, v in self.cpu_before.items()
+                if k in self.cpu_after
+            }
         if self.logins_planned:
             out["logins"] = {"ok": len(self.logins), "planned": self.logins_planned}
             out["login_seconds"] = distribution(self.logins)
@@ -470,6 +478,26 @@ class MemorySampler(threading.Thread):
             with contextlib.suppress(psutil.Error):
                 roots["postgres"] = [psutil.Process(pid)]
         return roots
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU seconds used so far by each tree (its processes alive now, and what those
+        processes' children that have ended used: PostgreSQL's backends, extraction
+        children), by this load generator, and by the whole machine (busy time)."""
+        out: dict[str, float] = {}
+        for tree, roots in self.roots().items():
+            total = 0.0
+            for root in roots:
+                with contextlib.suppress(psutil.Error):
+                    for p in [root, *root.children(recursive=True)]:
+                        with contextlib.suppress(psutil.Error):
+                            t = p.cpu_times()
+                            total += t.user + t.system + t.children_user + t.children_system
+            out[tree] = total
+        me = psutil.Process().cpu_times()
+        out["load generator"] = me.user + me.system
+        machine = psutil.cpu_times()
+        out["machine busy"] = sum(machine) - machine.idle - getattr(machine, "iowait", 0.0)
+        return out
 
     def web_rss_mb(self) -> list[float]:
         """Each web process's RSS now (MB)."""
@@ -1085,22 +1113,24 @@ async def scenario(
     try:
         report["web_rss_before_mb"] = sampler.web_rss_mb()
         sampler.phase = "phase1"
-        phases["phase1"] = stats1 = PhaseStats("phase 1")
+        phases["phase1"] = stats1 = PhaseStats("phase 1", cpu_before=sampler.cpu_seconds())
         log(f"phase 1: {args.users} users, {args.questions} questions each")
         try:
             await phase1(run, users, stats1)
         finally:
             stats1.finish()
+            stats1.cpu_after = sampler.cpu_seconds()
         log(stats1.progress())
 
         if args.idle or args.active:
             sampler.phase = "phase2"
-            phases["phase2"] = stats2 = PhaseStats("phase 2")
+            phases["phase2"] = stats2 = PhaseStats("phase 2", cpu_before=sampler.cpu_seconds())
             log(f"phase 2: {args.idle} idle sockets + {args.active} users asking")
             try:
                 await phase2(run, users, args.idle, min(args.active, args.users), stats2)
             finally:
                 stats2.finish()
+                stats2.cpu_after = sampler.cpu_seconds()
             log(stats2.progress())
         sampler.phase = "end"
         await asyncio.sleep(5)  # answers' threads and sockets wind down
@@ -1212,6 +1242,15 @@ def print_phase(title: str, s: dict[str, Any], memory: dict[str, Any]) -> None:
                 if (m := memory.get(tree))
             )
         )
+    if cpu := s.get("cpu_seconds"):
+        trees = ", ".join(f"{k} {v:.1f}" for k, v in cpu.items() if k != "machine busy")
+        available = s["wall_seconds"] * (os.cpu_count() or 1)
+        busy = cpu.get("machine busy", 0.0)
+        share = f" ({busy / available:.0%})" if available else ""
+        print(f"CPU seconds:        {trees}; machine busy {busy:.1f} of {available:.0f}{share}")
+        if (done := ans["complete"]) and "upload_to_ready_seconds" not in s:  # no ingestion
+            used = sum(v for k, v in cpu.items() if k != "machine busy")
+            print(f"                    {used / done:.2f} CPU-s per complete answer, all trees")
     print(
         f"wall time:          {s['wall_seconds']:.0f} s; load average before/after "
         f"{s['loadavg_before'][0]:.1f}/{s['loadavg_after'][0] if s['loadavg_after'] else 0:.1f}"

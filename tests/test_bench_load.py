@@ -38,6 +38,16 @@ def test_percentile_interpolates_between_ranks(load):
     assert load.percentile([0.0, 10.0], 95) == pytest.approx(9.5)
 
 
+def test_a_phase_reports_the_cpu_each_tree_used_in_it(load):
+    """CPU seconds per process tree over a phase: the difference of two readings; a tree that
+    was not there at both readings (the worker not started yet) is left out."""
+    stats = load.PhaseStats("phase 2", cpu_before={"web": 10.0, "postgres": 2.0, "worker": 1.0})
+    stats.finish()
+    stats.cpu_after = {"web": 34.25, "postgres": 11.5}
+    assert stats.summary()["cpu_seconds"] == {"web": 24.2, "postgres": 9.5}
+    assert "cpu_seconds" not in load.PhaseStats("phase 1").summary()
+
+
 def test_route_leaves_ids_out_of_error_kinds(load):
     assert load.route("/api/notes/12/attachments?x=1") == "/api/notes/{id}/attachments"
 

@@ -46,13 +46,22 @@
     return document.querySelector("#ask-form textarea");
   }
 
+  // Where the page itself scrolls (a phone), the sticky composer covers the bottom of the
+  // screen: what is brought into view at the end must stop above it, not behind it.
+  function reveal(element, block, behavior) {
+    const form = document.getElementById("ask-form");
+    const cover = form && getComputedStyle(form).position === "sticky" ? form.offsetHeight + 16 : 0;
+    document.documentElement.style.scrollPaddingBottom = cover + "px";
+    element.scrollIntoView({ block: block, behavior: behavior || "auto" });
+  }
+
   document.addEventListener("htmx:wsAfterMessage", function (event) {
     lastEvent = Date.now();
     const message = event.detail && event.detail.message;
     if (typeof message === "string" && message.indexOf('id="message-list"') !== -1) {
       const list = document.getElementById("message-list");
       const newest = list && list.lastElementChild;
-      if (newest) newest.scrollIntoView({ block: "end", behavior: "smooth" });
+      if (newest) reveal(newest, "end", "smooth");
     }
     if (justSent && typeof message === "string" && message.indexOf('id="ask-form"') !== -1) {
       justSent = false;
@@ -82,7 +91,7 @@
     if (list.scrollHeight > list.clientHeight && getComputedStyle(list).overflowY !== "visible") {
       list.scrollTop = target ? anchor.offsetTop - list.offsetTop : list.scrollHeight;
     } else {
-      anchor.scrollIntoView({ block: target ? "start" : "end" });
+      reveal(anchor, target ? "start" : "end");
     }
   });
 

@@ -14,6 +14,7 @@ from playwright.sync_api import Page, expect
 from chat.models import Memory, Message
 from notes.models import Note
 from tests.conftest import EVAL_PDFS
+from tests.e2e.conftest import SCREENSHOTS
 from tests.e2e.helpers import login
 from tests.e2e.test_chat import (  # noqa: F401 - fixtures, shared
     ANSWER_TIMEOUT,
@@ -88,6 +89,19 @@ def test_a_follow_up_keeps_the_thread_compact_and_memory(
         )
         assert widest <= width, f"{widest} px at {width} px"
         print(f"page width at {width}: {page.evaluate('document.documentElement.scrollWidth')}")
+
+    # On a phone the page itself scrolls under the sticky composer: a question just asked
+    # and the start of its answer come into view above the composer, not behind it.
+    ask(page, "How do I allow line breaks at hyphens in addresses?", 2)
+    page.wait_for_function(
+        """() => {
+            const asked = document.querySelectorAll(".message-user")[2].getBoundingClientRect();
+            const form = document.getElementById("ask-form").getBoundingClientRect();
+            return asked.top >= 0 && asked.bottom <= form.top;
+        }""",
+        timeout=5_000,
+    )
+    page.screenshot(path=SCREENSHOTS / "thread_third_question_390.png")  # what the eye sees
 
     # Four messages: nothing old enough to summarise yet, and the page says so.
     page.get_by_role("button", name=re.compile("Compact")).click()

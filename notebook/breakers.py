@@ -14,12 +14,16 @@ that libraries do differently is the single trial call of the half-open state th
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from types import ModuleType
 from typing import Literal
+from urllib.parse import urlsplit
 
 from django.conf import settings
+
+logger = logging.getLogger(__name__)
 
 State = Literal["closed", "open", "half-open"]
 
@@ -147,3 +151,46 @@ def reset_all() -> None:
     with _registry_lock:
         for each in _breakers.values():
             each.reset()
+
+
+# --- The chat model's breaker ("llm"): every request to the chat model, from chat (answers and
+# their helpers, chat.llm) and from search (query expansion, search.llm_json), reports here.
+
+
+def llm_outage(exc: BaseException) -> bool:
+    """Whether a request's error says the server is down or overloaded: no connection, a
+    timeout, 429 or 5xx (after the SDK's own retries). Other 4xx say it refused this request
+    (an unsupported parameter, which the callers work around), so the server is up."""
+    import openai
+
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code == 429 or exc.status_code >= 500
+    return isinstance(exc, openai.APIConnectionError)  # timeouts included
+
+
+def record_llm(error: BaseException | None) -> None:
+    """Tell the "llm" breaker how a request it allowed ended: None for a reply, else its
+    error."""
+    import openai
+
+    circuit = breaker("llm")
+    if error is None or (isinstance(error, openai.APIStatusError) and not llm_outage(error)):
+        circuit.success()
+    elif llm_outage(error):
+        if circuit.failure():
+            host = urlsplit(settings.OPENAI_BASE_URL).netloc or "api.openai.com"
+            logger.warning(
+                "the language model at %s failed %s times in a row; answering offline for %s s",
+                host, circuit.threshold, settings.LLM_BREAKER_SECONDS,
+            )  # fmt: skip
+    else:
+        circuit.release()  # says nothing about the server
+
+
+def settle_llm(*, answered: bool, error: BaseException | None) -> None:
+    """Record a call that may have taken several requests (structured-output levels): any
+    reply means the server is up; else its last error decides."""
+    if answered or error is not None:
+        record_llm(None if answered else error)
+    else:
+        breaker("llm").release()

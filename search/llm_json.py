@@ -4,6 +4,11 @@ search may not import: imports run chat → search) it never raises for a failin
 invalid JSON, a refusal, an HTTP error (429 included) or a timeout give `(None, reason)` and
 the caller falls back. No SDK retries: a lost helper call is cheap.
 
+The call goes through the chat model's circuit breaker ("llm", notebook.breakers) like every
+chat request: while it is open nothing is sent (`(None, "circuit open")`, at once, instead of
+every search waiting out the timeout of a model that is down), and timeouts, 429s and 5xx
+count towards opening it.
+
 The request asks for `json_object` with the schema in the prompt; a server that refuses
 `response_format` (HTTP 400/422/500/501) is asked once more without it, and the reply is
 parsed tolerantly (JSON inside prose or a code fence).
@@ -19,6 +24,7 @@ from django.conf import settings
 from pydantic import BaseModel, ValidationError
 
 from notebook import metrics
+from notebook.breakers import breaker, settle_llm
 
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionMessageParam
@@ -55,29 +61,39 @@ def json_call(
         {"role": "user", "content": user},
     ]
     api = _openai_client(settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY)
+    if not breaker("llm").allow():
+        return None, "circuit open"
     formats: list[Any] = [{"type": "json_object"}, openai.omit]
     response = None
-    for response_format in formats:
-        try:
-            response = metrics.llm_call(
-                name,
-                api.chat.completions.create,
-                model=settings.CHAT_MODEL,
-                messages=cast("list[ChatCompletionMessageParam]", messages),
-                response_format=response_format,
-                max_tokens=max_tokens,
-                temperature=0,
-                timeout=timeout,
-            )
-            break
-        except openai.APITimeoutError:
-            return None, "timeout"
-        except openai.APIStatusError as exc:
-            if exc.status_code in (400, 422, 500, 501) and response_format is not openai.omit:
-                continue
-            return None, f"HTTP {exc.status_code}"
-        except openai.APIError as exc:
-            return None, type(exc).__name__
+    error: openai.APIError | None = None
+    try:
+        for response_format in formats:
+            try:
+                response = metrics.llm_call(
+                    name,
+                    api.chat.completions.create,
+                    model=settings.CHAT_MODEL,
+                    messages=cast("list[ChatCompletionMessageParam]", messages),
+                    response_format=response_format,
+                    max_tokens=max_tokens,
+                    temperature=0,
+                    timeout=timeout,
+                )
+                error = None
+                break
+            except openai.APITimeoutError as exc:
+                error = exc
+                return None, "timeout"
+            except openai.APIStatusError as exc:
+                error = exc
+                if exc.status_code in (400, 422, 500, 501) and response_format is not openai.omit:
+                    continue
+                return None, f"HTTP {exc.status_code}"
+            except openai.APIError as exc:
+                error = exc
+                return None, type(exc).__name__
+    finally:
+        settle_llm(answered=response is not None, error=error)
     choices = getattr(response, "choices", None) or []
     content = (choices[0].message.content if choices else None) or ""
     data = parse_json_object(content)

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any, cast
 import openai
 
 from chat import prompts
-from chat.llm.server import FORMATS, allow, describe_error, parse_json_object, settle, traits
+from chat.llm.server import FORMATS, allow, describe_error, parse_json_object, traits
 from notebook import metrics
+from notebook.breakers import settle_llm
 
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionMessageParam
@@ -92,5 +93,5 @@ def request_metadata(
             )
             return parse_json_object(content)
     finally:
-        settle(answered=answered, error=error)
+        settle_llm(answered=answered, error=error)
     return None

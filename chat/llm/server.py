@@ -25,7 +25,7 @@ from django.conf import settings
 
 from chat.events import AnswerError
 from notebook import metrics
-from notebook.breakers import breaker
+from notebook.breakers import breaker, record_llm
 from notebook.textutil import estimate_tokens
 
 if TYPE_CHECKING:
@@ -118,7 +118,8 @@ def cut_off(exc: openai.APIError | None) -> AnswerError:
 
 
 # --- Circuit breaker: every chat-model request goes through the "llm" breaker
-# (notebook.breakers). After LLM_BREAKER_FAILURES failed requests in a row the model is skipped
+# (notebook.breakers; its bookkeeping, `record_llm` and `settle_llm`, lives there too, shared with
+# search's helper calls). After LLM_BREAKER_FAILURES failed requests in a row the model is skipped
 # for LLM_BREAKER_SECONDS: helpers give up at once, and questions are answered offline
 # (chat.agent.get_answerer) instead of each waiting out timeouts and retries.
 
@@ -141,39 +142,6 @@ def unavailable_notice() -> str:
         "answer quotes the sources directly (offline answerer). The model is tried again "
         f"in about {max(1, round(circuit.retry_in()))} s."
     )
-
-
-def is_outage(exc: BaseException) -> bool:
-    """Whether a request's error says the server is down or overloaded: no connection, a
-    timeout, 429 or 5xx (after the SDK's own retries). Other 4xx say it refused this request
-    (an unsupported parameter, which the callers work around), so the server is up."""
-    if isinstance(exc, openai.APIStatusError):
-        return exc.status_code == 429 or exc.status_code >= 500
-    return isinstance(exc, openai.APIConnectionError)  # timeouts included
-
-
-def record(error: BaseException | None) -> None:
-    """Tell the breaker how a request it allowed ended: None for a reply, else its error."""
-    circuit = breaker("llm")
-    if error is None or (isinstance(error, openai.APIStatusError) and not is_outage(error)):
-        circuit.success()
-    elif is_outage(error):
-        if circuit.failure():
-            logger.warning(
-                "the language model at %s failed %s times in a row; answering offline for %s s",
-                _host(), circuit.threshold, settings.LLM_BREAKER_SECONDS,
-            )  # fmt: skip
-    else:
-        circuit.release()  # says nothing about the server
-
-
-def settle(*, answered: bool, error: BaseException | None) -> None:
-    """Record a call that may have taken several requests (structured-output levels): any
-    reply means the server is up; else its last error decides."""
-    if answered or error is not None:
-        record(None if answered else error)
-    else:
-        breaker("llm").release()
 
 
 def allow() -> bool:
@@ -220,7 +188,7 @@ class GuardedStream:
     def _record(self, error: BaseException | None) -> None:
         if not self._recorded:
             self._recorded = True
-            record(error)
+            record_llm(error)
             seconds = time.perf_counter() - self._started
             metrics.observe_llm("answer", seconds, ok=error is None, usage=self._usage)
 
@@ -237,7 +205,7 @@ def stream_chat(api: openai.OpenAI, **request: Any) -> GuardedStream:
     try:
         stream = api.chat.completions.create(**request)
     except BaseException as exc:
-        record(exc)
+        record_llm(exc)
         metrics.observe_llm("answer", time.perf_counter() - started, ok=False)
         raise
     return GuardedStream(cast("openai.Stream[ChatCompletionChunk]", stream), started)

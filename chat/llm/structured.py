@@ -26,10 +26,10 @@ from chat.llm.server import (
     client,
     describe_error,
     parse_json_object,
-    settle,
     traits,
 )
 from notebook import metrics
+from notebook.breakers import settle_llm
 
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionMessageParam
@@ -115,5 +115,5 @@ def structured_call(
                 logger.warning("%s: the model's JSON does not match: %s", name, exc.error_count())
                 return None
     finally:
-        settle(answered=answered, error=error)
+        settle_llm(answered=answered, error=error)
     return None

@@ -5,6 +5,7 @@ document-level search mode (search.expansion, search.doc_rerank, search.document
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 import pytest
@@ -131,6 +132,31 @@ def test_a_failed_expansion_searches_as_written(fake, settings, turn, reason):
     assert expansion.queries == []
     assert expansion.reason == reason
     assert "searched as written" in str(expansion.as_info()["fallback"])
+
+
+def test_expansion_goes_through_the_chat_models_breaker(fake, settings):
+    """Expansion failures count towards the chat model's breaker; while it is open a search
+    sends nothing and goes as written (not waiting out a timeout per search), the chat path
+    sees it open too, and after the cooldown one reply closes it."""
+    from chat.llm.server import model_available
+    from notebook.breakers import breaker
+
+    settings.CHAT_TIMEOUT = 1
+    settings.LLM_BREAKER_FAILURES = 2
+    settings.LLM_BREAKER_SECONDS = 1
+    model = Model(fake, expansion=Hang(5))
+    assert [expand("kvittering").reason for _ in range(2)] == ["timeout", "timeout"]
+    assert breaker("llm").state == "open"
+    assert not model_available()
+    sent = len(model.calls("expansion"))
+    skipped = expand("kvittering")
+    assert (skipped.reason, skipped.queries) == ("circuit open", [])
+    assert len(model.calls("expansion")) == sent  # nothing was sent
+
+    time.sleep(1.1)  # the cooldown: the next call is the trial
+    Model(fake)
+    assert expand("kvittering for dagligvarer").english == "grocery receipt"
+    assert breaker("llm").state == "closed"
 
 
 def test_offline_the_query_is_searched_as_written(offline):

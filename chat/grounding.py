@@ -119,19 +119,42 @@ def terms(text: str) -> set[str]:
 _NUMBERED_HEADING = re.compile(r"^\s*\d+(?:\.\d+)*\.?\s+\S.{0,70}$")
 
 
+HEADING_MAX_WORDS = 10
+
+
+def _heading_like(paragraph: str, following: str) -> bool:
+    """A paragraph that is a title of what follows ("Package Option: hyphens"): one short line
+    opening with a capital, no closing punctuation, and the next paragraph opening a sentence.
+    (A sentence the layout split over two paragraphs goes on in lower case.)"""
+    words = paragraph.split()
+    return (
+        0 < len(words) <= HEADING_MAX_WORDS
+        and "\n" not in paragraph.strip()
+        and paragraph.lstrip()[:1].isupper()
+        and not paragraph.rstrip().endswith((".", ",", ";", ":", "!", "?"))
+        and bool(re.match(r"\s*[\"“‘(\[]?[A-Z0-9\u00C0-\u024F]", following))
+    )
+
+
 def sentences(text: str) -> list[str]:
-    """Sentences of a passage, whitespace collapsed; numbered headings ("5.2 Changing
-    linebreaks") kept apart from the sentence after them; list markers and page furniture
-    dropped."""
-    lines = text.splitlines()
+    """Sentences of a passage, whitespace collapsed; headings kept apart from the sentence
+    after them (numbered ones, "5.2 Changing linebreaks", and paragraphs that are titles,
+    "Package Option: hyphens"); list markers and page furniture dropped."""
     blocks: list[str] = []
     current: list[str] = []
-    for line in lines:
-        if _NUMBERED_HEADING.match(line) and not line.rstrip().endswith((".", ",", ";")):
-            blocks += [" ".join(current), line]
+    paragraphs = re.split(r"\n[ \t]*\n", text)
+    for i, paragraph in enumerate(paragraphs):
+        following = paragraphs[i + 1] if i + 1 < len(paragraphs) else ""
+        if _heading_like(paragraph, following):
+            blocks += [" ".join(current), paragraph]
             current = []
-        else:
-            current.append(line)
+            continue
+        for line in paragraph.splitlines():
+            if _NUMBERED_HEADING.match(line) and not line.rstrip().endswith((".", ",", ";")):
+                blocks += [" ".join(current), line]
+                current = []
+            else:
+                current.append(line)
     blocks.append(" ".join(current))
     out = []
     for piece in (p for block in blocks for p in _SENTENCE_END.split(" ".join(block.split()))):
@@ -173,11 +196,16 @@ def weigh(
     wanted = terms(question)
     candidates: list[Candidate] = []
     chunks: list[int | None] = []  # the chunk each candidate comes from (None: a note)
+    # A sentence is read under its section's headings: "The package defines …" under
+    # "url.sty version 3.4" is about url.sty, though it does not name it.
+    context_terms: list[set[str]] = []
     for rank, p in enumerate(passages):
         chunk = int(p["chunk_id"]) if p.get("kind") == "document" and p.get("chunk_id") else None
+        heading = terms(str(p.get("heading") or ""))
         for position, sentence in enumerate(passage_sentences(p)):
             candidates.append(Candidate(int(p["n"]), rank, position, sentence))
             chunks.append(chunk)
+            context_terms.append(heading)
     if not candidates:
         return Evidence()
     similarity = [0.0] * len(candidates)
@@ -193,9 +221,9 @@ def weigh(
             similarity = similarities(asked, vectors)
         except Exception:  # the embedder is away: sentences are judged by their words alone
             logger.warning("could not embed the sentences of an answer; judging by words only")
-    for c, sim in zip(candidates, similarity, strict=True):
+    for c, sim, heading in zip(candidates, similarity, context_terms, strict=True):
         c.similarity = sim
-        c.coverage = len(wanted & terms(c.text)) / len(wanted) if wanted else 0.0
+        c.coverage = len(wanted & (terms(c.text) | heading)) / len(wanted) if wanted else 0.0
     return Evidence(ranked=sorted(candidates, key=lambda c: -c.score))
 
 

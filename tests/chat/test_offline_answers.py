@@ -10,8 +10,9 @@ from chat import services
 from chat.agent import generate
 from chat.citations import renumber
 from chat.extractive import _real_heading
-from chat.grounding import salient_terms
+from chat.grounding import salient_terms, sentences, weigh
 from chat.models import Message
+from chat.tools import ToolContext
 from notes.services import note_create
 from tests.attachments.test_pipeline import ingest
 from tests.conftest import upload
@@ -118,6 +119,35 @@ def test_a_note_is_quoted_as_plain_text(alice):
 )
 def test_only_real_headings_become_suggestions(heading, real):
     assert _real_heading(heading) is real
+
+
+def test_a_title_paragraph_is_not_run_into_the_sentence_after_it():
+    """url.pdf's "Package Option: hyphens" stands alone between blank lines; quoted as part of
+    the next sentence it read "Package Option: hyphens Ordinarily, breaks are …"."""
+    passage = (
+        "use a defined-url.\n\nPackage Option: hyphens\n\nOrdinarily, breaks are not allowed "
+        "after dashes because this leads to\nconfusion. The package option allows them.\n\n"
+        "A sentence the layout cut over\n\ntwo paragraphs is still one sentence here."
+    )
+    assert sentences(passage) == [
+        "Ordinarily, breaks are not allowed after dashes because this leads to confusion.",
+        "The package option allows them.",
+        "A sentence the layout cut over two paragraphs is still one sentence here.",
+    ]
+
+
+def test_a_sentence_is_weighed_under_its_headings(alice):
+    """The first sentence of url.pdf does not name url.sty; its section's heading does, and the
+    question's words found there count towards the sentence's coverage."""
+    context = ToolContext(user=alice, notebook=NotebookFactory.create(owner=alice))
+    passage = {
+        "n": 1, "kind": "document", "heading": "url.sty version 3.4",
+        "text": "The package defines a form of verb command that allows linebreaks at certain "
+        "characters.",
+    }  # fmt: skip
+    evidence = weigh("What does the url package do with lines?", [passage], context)
+    assert evidence.best is not None
+    assert evidence.best.coverage == pytest.approx(2 / 3)  # url (heading), package (sentence)
 
 
 def test_follow_up_suggestions_are_found_again_by_a_search(url_note):

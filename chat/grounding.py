@@ -123,14 +123,15 @@ HEADING_MAX_WORDS = 10
 
 
 def _heading_like(paragraph: str, following: str) -> bool:
-    """A paragraph that is a title of what follows ("Package Option: hyphens"): one short line
-    opening with a capital, no closing punctuation, and the next paragraph opening a sentence.
+    """A paragraph that is a title of what follows ("Package Option: hyphens") or a line of
+    its own (a date under a title): one short line opening with a capital or a digit, no
+    closing punctuation, and the next paragraph opening a sentence.
     (A sentence the layout split over two paragraphs goes on in lower case.)"""
     words = paragraph.split()
     return (
         0 < len(words) <= HEADING_MAX_WORDS
         and "\n" not in paragraph.strip()
-        and paragraph.lstrip()[:1].isupper()
+        and (paragraph.lstrip()[:1].isupper() or paragraph.lstrip()[:1].isdigit())
         and not paragraph.rstrip().endswith((".", ",", ";", ":", "!", "?"))
         and bool(re.match(r"\s*[\"“‘(\[]?[A-Z0-9\u00C0-\u024F]", following))
     )

@@ -123,13 +123,16 @@ def test_only_real_headings_become_suggestions(heading, real):
 
 def test_a_title_paragraph_is_not_run_into_the_sentence_after_it():
     """url.pdf's "Package Option: hyphens" stands alone between blank lines; quoted as part of
-    the next sentence it read "Package Option: hyphens Ordinarily, breaks are …"."""
+    the next sentence it read "Package Option: hyphens Ordinarily, breaks are …" (and its
+    first sentence "2013-09-16 The package defines …")."""
     passage = (
-        "use a defined-url.\n\nPackage Option: hyphens\n\nOrdinarily, breaks are not allowed "
+        "url.sty version 3.4\n\nDonald Arseneau\n\n2013-09-16\n\nThe package defines a form "
+        "of verb command.\n\nPackage Option: hyphens\n\nOrdinarily, breaks are not allowed "
         "after dashes because this leads to\nconfusion. The package option allows them.\n\n"
         "A sentence the layout cut over\n\ntwo paragraphs is still one sentence here."
     )
     assert sentences(passage) == [
+        "The package defines a form of verb command.",
         "Ordinarily, breaks are not allowed after dashes because this leads to confusion.",
         "The package option allows them.",
         "A sentence the layout cut over two paragraphs is still one sentence here.",

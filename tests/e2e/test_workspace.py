@@ -142,6 +142,12 @@ def test_sources_chat_and_notes_on_one_screen(
     expect(page.locator("#pane-sources")).to_be_hidden()
     shoot(page, "workspace-390-chat")
     no_overflow(page)
+    # The notebook's title and its actions sit together, without a blank band between them.
+    gap = page.evaluate(
+        "document.querySelector('.workspace-head .actions').getBoundingClientRect().top"
+        " - document.querySelector('.workspace-head h1').getBoundingClientRect().bottom"
+    )
+    assert gap <= 16, f"{gap} px between the title and its actions"
     tabs.get_by_role("tab", name="Sources").click()
     expect(page.locator("#pane-sources")).to_be_visible()
     expect(page.locator("#pane-chat")).to_be_hidden()

@@ -41,27 +41,44 @@
   // After the user sends a question: the question and its answer scroll into view as they
   // arrive, and focus goes back to the composer (the form is replaced by a fresh one).
   let justSent = false;
+  let following = null; // the question whose answer the page follows as it streams
+
+  ["wheel", "touchmove", "keydown"].forEach(function (kind) {
+    window.addEventListener(kind, function () { following = null; }, { passive: true });
+  });
 
   function composer() {
     return document.querySelector("#ask-form textarea");
   }
 
-  // Where the page itself scrolls (a phone), the sticky composer covers the bottom of the
-  // screen: what is brought into view at the end must stop above it, not behind it.
-  function reveal(element, block, behavior) {
+  function listScrolls(list) {
+    return list.scrollHeight > list.clientHeight && getComputedStyle(list).overflowY !== "visible";
+  }
+
+  // Where the page itself scrolls (a phone), the composer is sticky at the bottom of the
+  // screen: an element just scrolled into view at the end is moved up from behind it.
+  function clearOfComposer(element) {
     const form = document.getElementById("ask-form");
-    const cover = form && getComputedStyle(form).position === "sticky" ? form.offsetHeight + 16 : 0;
-    document.documentElement.style.scrollPaddingBottom = cover + "px";
-    element.scrollIntoView({ block: block, behavior: behavior || "auto" });
+    if (!form || getComputedStyle(form).position !== "sticky") return;
+    const hidden = element.getBoundingClientRect().bottom - form.getBoundingClientRect().top + 8;
+    if (hidden > 0) window.scrollBy(0, hidden);
   }
 
   document.addEventListener("htmx:wsAfterMessage", function (event) {
     lastEvent = Date.now();
     const message = event.detail && event.detail.message;
     if (typeof message === "string" && message.indexOf('id="message-list"') !== -1) {
-      const list = document.getElementById("message-list");
-      const newest = list && list.lastElementChild;
-      if (newest) reveal(newest, "end", "smooth");
+      // The question just asked goes to the top, its answer streams in below it. (Its end
+      // at the bottom would sit behind the composer where the page itself scrolls, on a
+      // phone, the composer being sticky there.)
+      const asked = document.querySelectorAll("#message-list .message-user");
+      following = asked.length ? asked[asked.length - 1] : null;
+      if (following) following.scrollIntoView({ block: "start", behavior: "smooth" });
+    } else if (following && document.contains(following)) {
+      // While its answer grows, the page follows (until the user scrolls themselves).
+      following.scrollIntoView({ block: "start" });
+      const answer = following.nextElementSibling;
+      if (answer && answer.getAttribute("data-status") === "complete") following = null;
     }
     if (justSent && typeof message === "string" && message.indexOf('id="ask-form"') !== -1) {
       justSent = false;
@@ -88,10 +105,11 @@
     const target = window.location.hash ? document.getElementById(window.location.hash.slice(1)) : null;
     const anchor = target && list.contains(target) ? target : list.lastElementChild;
     if (!anchor) return;
-    if (list.scrollHeight > list.clientHeight && getComputedStyle(list).overflowY !== "visible") {
+    if (listScrolls(list)) {
       list.scrollTop = target ? anchor.offsetTop - list.offsetTop : list.scrollHeight;
     } else {
-      reveal(anchor, target ? "start" : "end");
+      anchor.scrollIntoView({ block: target ? "start" : "end" });
+      if (!target) clearOfComposer(anchor);
     }
   });
 

@@ -91,17 +91,27 @@ def test_a_follow_up_keeps_the_thread_compact_and_memory(
         print(f"page width at {width}: {page.evaluate('document.documentElement.scrollWidth')}")
 
     # On a phone the page itself scrolls under the sticky composer: a question just asked
-    # and the start of its answer come into view above the composer, not behind it.
+    # goes to the top of the screen, and the page follows its answer as it streams in.
     ask(page, "How do I allow line breaks at hyphens in addresses?", 2)
+    in_view = """() => {
+        const asked = document.querySelectorAll(".message-user")[2].getBoundingClientRect();
+        const answer = document.querySelectorAll("article.message-assistant")[2]
+            .getBoundingClientRect();
+        const form = document.getElementById("ask-form").getBoundingClientRect();
+        return asked.top >= -1 && asked.top < 120 && answer.top < form.top - 200;
+    }"""
+    page.wait_for_function(in_view, timeout=5_000)
+    page.screenshot(path=SCREENSHOTS / "thread_third_question_390.png")  # what the eye sees
+    # Opened again, the conversation shows the end of its last answer above the composer.
+    page.goto(page.url)
     page.wait_for_function(
         """() => {
-            const asked = document.querySelectorAll(".message-user")[2].getBoundingClientRect();
-            const form = document.getElementById("ask-form").getBoundingClientRect();
-            return asked.top >= 0 && asked.bottom <= form.top;
+            const answers = document.querySelectorAll("article.message-assistant");
+            const last = answers[answers.length - 1].getBoundingClientRect();
+            return last.bottom <= document.getElementById("ask-form").getBoundingClientRect().top;
         }""",
         timeout=5_000,
     )
-    page.screenshot(path=SCREENSHOTS / "thread_third_question_390.png")  # what the eye sees
 
     # Four messages: nothing old enough to summarise yet, and the page says so.
     page.get_by_role("button", name=re.compile("Compact")).click()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -79,6 +80,17 @@ def conversation_about_file(*, owner: User, attachment: NoteAttachment) -> Conve
 def _default_title(about: str) -> str:
     """A new conversation's title until its first question names it, in the active language."""
     return _("About %(title)s") % {"title": about}
+
+
+def _title_of(question: str) -> str:
+    """A first question as the conversation's title, without what it asks to remember
+    ("Remember that I prefer short answers. With the url package, how …" → "With the url
+    package, how …"): that is about the user, not the topic."""
+    from chat.memory import extract_explicit
+
+    parts = re.split(r"(?<=[.!?。！？])\s*", question)
+    topic = " ".join(p for p in parts if p.strip() and not extract_explicit(p)).strip()
+    return topic or question
 
 
 def _untitled(conversation: Conversation) -> bool:
@@ -172,7 +184,7 @@ def message_ask(
             reply_to=asked,
         )
         if conversation.messages.count() == 2 and _untitled(conversation):
-            conversation.title = question[:TITLE_CHARS]
+            conversation.title = _title_of(question)[:TITLE_CHARS]
         conversation.mode = mode
         conversation.save(update_fields=["title", "mode", "updated_at"])
     return asked, answer

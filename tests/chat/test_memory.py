@@ -189,6 +189,31 @@ def test_offline_extraction_reads_only_the_users_question(alice, notebook):
     assert Memory.objects.count() == 1
 
 
+@pytest.mark.parametrize(
+    ("question", "title"),
+    [
+        (
+            "Remember that I prefer short answers. With the url package, how can I print web "
+            "addresses in the same font?",
+            "With the url package, how can I print web addresses in the same font?",
+        ),
+        ("How do URLs break? Always answer in German.", "How do URLs break?"),
+        ("Remember that my thesis is due in May.", "Remember that my thesis is due in May."),
+    ],
+)
+def test_a_conversation_is_titled_after_its_topic_not_what_to_remember(
+    alice, notebook, question, title
+):
+    from chat import services
+    from notes.services import note_create
+
+    note_create(notebook=notebook, author=alice, title="URLs", body="URLs break at slashes.")
+    conversation = services.conversation_create(owner=alice, notebook=notebook)
+    services.message_ask(conversation=conversation, content=question)
+    conversation.refresh_from_db()
+    assert conversation.title == title
+
+
 def test_the_task_re_fetches_the_answer_and_skips_what_is_gone_or_unfinished(
     alice, notebook, caplog
 ):

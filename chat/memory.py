@@ -144,6 +144,13 @@ def extract_explicit(question: str) -> list[Candidate]:
     return found[:MAX_PER_EXCHANGE]
 
 
+def without_statements(text: str) -> str:
+    """`text` without the sentences that state something to remember ("Remember that I
+    prefer short answers."): they are about the user, not about what the text asks."""
+    parts = re.split(r"(?<=[.!?。！？])\s*", text)
+    return " ".join(p for p in parts if p and not extract_explicit(p))
+
+
 # --- Extraction with the chat model -------------------------------------------------------------
 
 EXTRACTION_SYSTEM = """You do memory extraction for a notebook app. You get one exchange: the \

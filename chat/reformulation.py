@@ -32,6 +32,7 @@ from pydantic import BaseModel, Field
 
 from attachments.models import DocumentChunk
 from chat.grounding import key_terms
+from chat.memory import without_statements
 from chat.models import Message
 from notebook import metrics
 from notebook.textutil import cjk_ratio
@@ -284,15 +285,6 @@ def _best_retrieved(answer: Message) -> list[tuple[int, int]]:
     return [hit for hit in found if hit[0] == found[0][0]] if found else []
 
 
-def _without_memories(text: str) -> str:
-    """A question without the sentences that ask to remember something ("Remember that I
-    prefer short answers."): they are about the user, not about what to search."""
-    from chat.memory import extract_explicit
-
-    parts = re.split(r"(?<=[.!?。！？])\s*", text)
-    return " ".join(p for p in parts if p and not extract_explicit(p))
-
-
 def pages_of(answer: Message | None) -> list[tuple[int, int]]:
     """The pages an answer cited, as (attachment id, page); for one that cited nothing, the
     pages of its best two passages in the document it anchors."""
@@ -326,7 +318,7 @@ def offline(question: str, context: list[Message]) -> Reformulation:
     cjk = cjk_ratio(question) > 0.1
     if previous.search_query.startswith(previous.content) and not cjk:
         before = f"{previous.search_query[len(previous.content) :]} {previous.content}"
-    words += _salient_words(_TOPIC_SWITCH.sub("", _without_memories(before.strip())), seen)
+    words += _salient_words(_TOPIC_SWITCH.sub("", without_statements(before.strip())), seen)
     if answer is not None:
         for heading in _headings(answer):
             words += _salient_words(re.sub(r"^[\d.]+\s+", "", heading), seen)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import logging
-import re
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -86,11 +85,9 @@ def _title_of(question: str) -> str:
     """A first question as the conversation's title, without what it asks to remember
     ("Remember that I prefer short answers. With the url package, how …" → "With the url
     package, how …"): that is about the user, not the topic."""
-    from chat.memory import extract_explicit
+    from chat.memory import without_statements
 
-    parts = re.split(r"(?<=[.!?。！？])\s*", question)
-    topic = " ".join(p for p in parts if p.strip() and not extract_explicit(p)).strip()
-    return topic or question
+    return without_statements(question).strip() or question
 
 
 def _untitled(conversation: Conversation) -> bool:

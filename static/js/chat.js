@@ -78,7 +78,8 @@
       // While its answer grows, the page follows (until the user scrolls themselves).
       following.scrollIntoView({ block: "start" });
       const answer = following.nextElementSibling;
-      if (answer && answer.getAttribute("data-status") === "complete") following = null;
+      const status = answer ? answer.getAttribute("data-status") : "";
+      if (status !== "pending" && status !== "streaming") following = null; // done or failed
     }
     if (justSent && typeof message === "string" && message.indexOf('id="ask-form"') !== -1) {
       justSent = false;

@@ -28,7 +28,7 @@ from django.test import override_settings
 from django_q.models import OrmQ, Schedule
 
 from attachments.models import DocumentChunk, NoteAttachment
-from attachments.services.ingestion import _index_text, attachment_reembed
+from attachments.services.ingestion import index_text, attachment_reembed
 from chat import services
 from chat.agent import generate
 from chat.memory import memories_for_prompt
@@ -119,7 +119,7 @@ def plant(attachment: NoteAttachment) -> DocumentChunk:
     chunk.char_count = len(chunk.content)
     chunk.embedding_model = ""  # so that re-embedding takes it
     chunk.save(update_fields=["content", "end_char", "char_count", "embedding_model"])
-    _index_text(attachment, attachment.language, attachment.search_config)
+    index_text(attachment, attachment.language, attachment.search_config)
     attachment_reembed(attachment_id=attachment.pk)
     attachment.refresh_from_db()
     assert attachment.status == "ready", attachment.error

@@ -391,7 +391,7 @@ def _fast_pass(run: _Run, source: Path) -> None:
         for row in rows:
             row.metadata = {"provisional": True}
         DocumentChunk.objects.bulk_create(rows, batch_size=500)
-        _index_text(attachment, language, config)
+        index_text(attachment, language, config)
         run.update(
             page_count=extraction.page_count,
             language=language,
@@ -427,7 +427,7 @@ def _chunk_and_index(
         DocumentPage.objects.filter(attachment=attachment).delete()
         DocumentPage.objects.bulk_create(page_rows(attachment, pages, boilerplate), batch_size=500)
         DocumentChunk.objects.bulk_create(chunk_rows(attachment, chunks), batch_size=500)
-        _index_text(attachment, language, config)
+        index_text(attachment, language, config)
         run.update(
             searchable_at=Coalesce(F("searchable_at"), Now()),
             ocr_pages=ocr_count,
@@ -477,7 +477,7 @@ def chunk_rows(attachment: NoteAttachment, chunks: list[Chunk]) -> list[Document
     ]
 
 
-def _index_text(attachment: NoteAttachment, language: str, config: str) -> None:
+def index_text(attachment: NoteAttachment, language: str, config: str) -> None:
     """Fill the chunks' tsvector (and its length, for BM25) now, so the document is
     keyword-searchable while it is being embedded."""
     expr = tsvector_sql(config, "{}")

@@ -13,7 +13,7 @@ from attachments.chunking import chunk_pages
 from attachments.models import DocumentChunk, DocumentPage, NoteAttachment
 from attachments.pdf.extract import ExtractedPage, Line, PdfError, extract_text
 from attachments.pdf.layout import find_boilerplate
-from attachments.services.ingestion import _index_text, _source, chunk_rows
+from attachments.services.ingestion import _source, chunk_rows, index_text
 
 logger = logging.getLogger(__name__)
 Status = NoteAttachment.Status
@@ -109,5 +109,5 @@ def attachment_rechunk(*, attachment_id: int, dry_run: bool = False) -> Rechunke
         if changed:
             DocumentChunk.objects.filter(attachment=attachment).delete()
             DocumentChunk.objects.bulk_create(chunk_rows(attachment, chunks), batch_size=500)
-            _index_text(attachment, attachment.language, attachment.search_config)
+            index_text(attachment, attachment.language, attachment.search_config)
     return result

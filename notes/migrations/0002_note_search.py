@@ -21,6 +21,7 @@ def index_existing_notes(apps, schema_editor):  # type: ignore[no-untyped-def]
 class Migration(migrations.Migration):
     dependencies = [
         ("notes", "0001_initial"),
+        ("notebook", "0001_vector_extension"),  # NoteVector's column type
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -9,7 +9,7 @@ import pytest
 from django.db import connection
 
 from attachments.models import ChunkVector, DocumentChunk, NoteAttachment, PostingList
-from notebook.language import WORD_COUNT_SQL, tsvector_sql
+from notebook.language import WORD_COUNT_SQL, segment_for_search, tsvector_sql
 from notes.models import Note
 from notes.services import note_create, note_trash
 from search import bm25 as bm25_module
@@ -46,9 +46,9 @@ def make_attachment(note, texts: list[str], *, config: str = "simple", status: s
         )
         for i, text in enumerate(texts)
     )
-    from attachments.services.ingestion import _index_text
+    from attachments.services.ingestion import index_text
 
-    _index_text(attachment, attachment.language, config)
+    index_text(attachment, attachment.language, config)
     return attachment
 
 
@@ -205,6 +205,18 @@ def test_chinese_queries_are_segmented_like_the_index(alice):
     assert len(hits) == 1
 
 
+def test_only_chinese_runs_are_segmented():
+    """jieba cuts the Chinese; Latin words, commands and numbers reach PostgreSQL whole (jieba
+    cut "Möbius" at its accented letter and read ASCII character by character)."""
+    text = segment_for_search("用 Möbius 带和\\documentclass{article}排版人工智能 2.5pt", "zh")
+    words = text.split()
+    assert "Möbius" in words
+    assert "人工智能" in words
+    assert "\\documentclass{article}" in words
+    assert "2.5pt" in words
+    assert "排版" in words
+
+
 @pytest.mark.parametrize(
     "query",
     ["", "   ", "'", "a & | ! b", "(((", "<-> <2>", "foo:* bar:AB", "\\", "' OR 1=1 --", "x" * 5000,
@@ -261,7 +273,7 @@ def test_token_len_counts_indexed_words(alice):
 
 
 def test_each_file_keeps_its_bm25_statistics_and_they_go_with_it(alice):
-    from attachments.services.ingestion import _index_text
+    from attachments.services.ingestion import index_text
 
     note = NoteFactory.create(notebook=NotebookFactory.create(owner=alice))
     attachment = make_attachment(note, ["apple banana apple", "banana cherry", "cherry"])
@@ -274,7 +286,7 @@ def test_each_file_keeps_its_bm25_statistics_and_they_go_with_it(alice):
         "banana": (2, ids[:2], [1, 1], [3, 2]),
         "cherry": (2, ids[1:], [1, 1], [2, 1]),
     }
-    _index_text(attachment, "", "simple")  # indexing again replaces, never adds
+    index_text(attachment, "", "simple")  # indexing again replaces, never adds
     assert PostingList.objects.filter(attachment=attachment).count() == 3
     attachment.delete()
     assert not PostingList.objects.exists()

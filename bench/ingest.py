@@ -765,8 +765,11 @@ def run_whole_set(files: list[Path], baselines: dict[str, float], workers: int) 
         )
     base = sum(baselines.get(r["file"], 0.0) for r in rows)
     ratio = _ratio(wall, base)
+    from attachments.models import ChunkVector
+
     return {
         "workers": workers,
+        "windows": ChunkVector.objects.filter(attachment_id__in=ids).count(),
         "loadavg_before": [round(x, 2) for x in load_before],
         "loadavg_after": [round(x, 2) for x in os.getloadavg()],
         "rows": rows,
@@ -805,6 +808,37 @@ def print_whole_set(result: dict[str, Any]) -> None:
     )
     print(
         f"(load average before/after: {result['loadavg_before'][0]}/{result['loadavg_after'][0]})"
+    )
+    print()
+
+
+def print_embedding_floor(report: dict[str, Any]) -> None:
+    """How far the whole set's ratio can fall with embedding as it is: its windows embedded
+    alone, at the default runtime's rate measured in the same run, over pdfminer's time."""
+    from django.conf import settings
+
+    whole, emb = report["whole_set"], report["embedders"]
+    runtime = "onnx-int8" if getattr(settings, "EMBEDDING_QUANTIZE", False) else "onnx"
+    if getattr(settings, "EMBEDDING_RUNTIME", "onnx") == "torch":
+        runtime = "torch"
+    row = emb["runtimes"].get(runtime)
+    if not row or not row.get("chunks_per_s") or not whole.get("baseline_s"):
+        return
+    per_s = row["chunks_per_s"] * emb["windows"] / emb["chunks"]
+    floor = whole["windows"] / per_s
+    report["embedding_floor"] = {
+        "runtime": runtime,
+        "windows": whole["windows"],
+        "windows_per_s": round(per_s, 2),
+        "seconds": round(floor, 2),
+        "ratio": round(floor / whole["baseline_s"], 3),
+    }
+    print(
+        f"Embedding floor: the set's {whole['windows']} windows at {per_s:.1f} windows/s "
+        f"({runtime}, both cores, measured above) take {floor:.1f} s = "
+        f"{floor / whole['baseline_s']:.2f}x pdfminer's {whole['baseline_s']:.2f} s: the whole "
+        f"set cannot be ready faster than that even if every other stage took no time "
+        f"(target <= {whole['target']}x)."
     )
     print()
 
@@ -1034,6 +1068,8 @@ def main(argv: list[str] | None = None) -> int:
         from bench.embedding_backends import print_result
 
         print_result(report["embedders"])
+    if "whole_set" in report and "embedders" in report:
+        print_embedding_floor(report)
     if out:
         out.write_text(json.dumps(report, indent=2, default=str) + "\n")
         log(f"wrote {out}")

@@ -147,8 +147,11 @@ def extract_explicit(question: str) -> list[Candidate]:
 def without_statements(text: str) -> str:
     """`text` without the sentences that state something to remember ("Remember that I
     prefer short answers."): they are about the user, not about what the text asks."""
-    parts = re.split(r"(?<=[.!?。！？])\s*", text)
-    return " ".join(p for p in parts if p and not extract_explicit(p))
+    # A sentence ends at . ! ? before a space (not inside "url.sty" or "read.table") or at
+    # a Chinese full stop, question or exclamation mark.
+    parts = [p for p in re.split(r"(?<=[.!?])\s+|(?<=[。！？])\s*", text) if p]
+    kept = [p for p in parts if not extract_explicit(p)]
+    return text if len(kept) == len(parts) else " ".join(kept)
 
 
 # --- Extraction with the chat model -------------------------------------------------------------

@@ -199,6 +199,15 @@ def test_offline_extraction_reads_only_the_users_question(alice, notebook):
         ),
         ("How do URLs break? Always answer in German.", "How do URLs break?"),
         ("Remember that my thesis is due in May.", "Remember that my thesis is due in May."),
+        # Names with dots are not sentence ends: not "url. sty", "read. table".
+        (
+            "What does the section “url.sty version 3.4” explain?",
+            "What does the section “url.sty version 3.4” explain?",
+        ),
+        (
+            "Remember that I like R. How does read.table skip lines?",
+            "How does read.table skip lines?",
+        ),
     ],
 )
 def test_a_conversation_is_titled_after_its_topic_not_what_to_remember(

@@ -28,6 +28,7 @@ from notebook.ratelimit import (
     too_many_requests,
     user_key,
 )
+from notebook.textutil import join_hyphenated
 from notebook.types import AuthenticatedHttpRequest
 from notes.models import Note, Notebook
 from notes.selectors import note_get, notebook_get
@@ -255,6 +256,20 @@ _WHITESPACE = re.compile(r"\s+")  # the characters str.split() splits on
 
 
 def quote_span(text: str, quote: str) -> tuple[int, int] | None:
+    """(start, end) in `text` of the first whitespace-insensitive occurrence of `quote`, or of
+    it in `text` with the words cut at line ends whole again (an answer quotes "commands"
+    where the page has "com-\nmands"); None when it is not there."""
+    span = _folded_span(text, quote)
+    if span is not None or "-" not in text:
+        return span
+    joined, origin = join_hyphenated(text)
+    span = _folded_span(joined, quote) if joined != text else None
+    if span is None:
+        return None
+    return origin[span[0]], origin[span[1] - 1] + 1
+
+
+def _folded_span(text: str, quote: str) -> tuple[int, int] | None:
     """(start, end) in `text` of the first whitespace-insensitive occurrence of `quote`; None
     when it is not there. Linear in text + quote: both have their runs of whitespace folded to
     one space and str.find looks for the one in the other (a regex of the quote's words would

@@ -11,6 +11,7 @@ from markdown_it.common.normalize_url import normalizeLinkText
 
 from attachments.models import DocumentPage
 from notebook.markdown import link_targets, plain_text
+from notebook.textutil import unhyphenated
 from notes.indexing import note_search_text
 from notes.models import Note
 
@@ -19,6 +20,16 @@ MARKER = re.compile(r"\[(\d{1,3})\]")
 
 def normalise(text: str) -> str:
     return " ".join(text.split())
+
+
+def quotable(text: str) -> str:
+    """What a quote of `text` is looked for in: `text` normalised, and again with the words
+    the layout cut at line ends whole ("com-\nmands": the offline answer quotes "commands", a
+    model may quote either), joined by a newline that no normalised quote can span."""
+    joined = unhyphenated(text)
+    if joined == text:
+        return normalise(text)
+    return f"{normalise(text)}\n{normalise(joined)}"
 
 
 def cited_numbers(content: str) -> list[int]:
@@ -66,7 +77,7 @@ def verify(
             continue
         source = sources[n - 1]
         if n not in texts:
-            texts[n] = normalise(source_text(source))
+            texts[n] = quotable(source_text(source))
         verified = list(
             dict.fromkeys(
                 normalise(q) for q in quotes.get(n, []) if normalise(q) and normalise(q) in texts[n]

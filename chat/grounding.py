@@ -25,7 +25,7 @@ from chat.sentence_vectors import embed_weighed, similarities
 from notebook.embeddings import get_embedder, warming_up
 from notebook.language import detect_language
 from notebook.markdown import plain_text
-from notebook.textutil import cjk_ratio
+from notebook.textutil import cjk_ratio, unhyphenated
 from search.texts import STOP_WORDS, content_terms
 
 if TYPE_CHECKING:
@@ -138,12 +138,13 @@ def _heading_like(paragraph: str, following: str) -> bool:
 
 
 def sentences(text: str) -> list[str]:
-    """Sentences of a passage, whitespace collapsed; headings kept apart from the sentence
-    after them (numbered ones, "5.2 Changing linebreaks", and paragraphs that are titles,
-    "Package Option: hyphens"); list markers and page furniture dropped."""
+    """Sentences of a passage, whitespace collapsed and words cut at line ends whole again
+    ("com- mands" read "commands"); headings kept apart from the sentence after them
+    (numbered ones, "5.2 Changing linebreaks", and paragraphs that are titles, "Package
+    Option: hyphens"); list markers and page furniture dropped."""
     blocks: list[str] = []
     current: list[str] = []
-    paragraphs = re.split(r"\n[ \t]*\n", text)
+    paragraphs = re.split(r"\n[ \t]*\n", unhyphenated(text))
     for i, paragraph in enumerate(paragraphs):
         following = paragraphs[i + 1] if i + 1 < len(paragraphs) else ""
         if _heading_like(paragraph, following):

@@ -27,3 +27,38 @@ def estimate_tokens(text: str) -> int:
 def normalize_ws(text: str) -> str:
     """NFC, with every run of whitespace collapsed to one space (for matching quotes)."""
     return " ".join(unicodedata.normalize("NFC", text).split())
+
+
+# A word the layout cut at a line end: a letter, "-", the line break (and any indentation),
+# then a lower-case letter ("com-\nmands", "deﬁ-\nnition").
+_LINE_END_HYPHEN = re.compile(r"(?<=[^\W\d_])-[ \t]*\r?\n[ \t]*(?=[^\W\d_])")
+
+
+def join_hyphenated(text: str) -> tuple[str, list[int]]:
+    """`text` with the words cut at a line end whole again ("com-\\nmands" → "commands"),
+    and for each of its characters the offset in `text` it comes from.
+
+    Only before a lower-case letter: "Mid-\\nAtlantic" keeps its hyphen. A compound that
+    happens to break at its own hyphen ("well-\\nknown") loses it; TeX's justified text
+    breaks words far more often than it breaks compounds there (the trade PyMuPDF's
+    dehyphenation makes too). Stored page text keeps the hyphens: this is for what is
+    quoted and for finding those quotes in it again."""
+    pieces: list[str] = []
+    origin: list[int] = []
+    at = 0
+    for match in _LINE_END_HYPHEN.finditer(text):
+        if not text[match.end()].islower():
+            continue
+        pieces.append(text[at : match.start()])
+        origin.extend(range(at, match.start()))
+        at = match.end()
+    if not pieces:
+        return text, list(range(len(text)))
+    pieces.append(text[at:])
+    origin.extend(range(at, len(text)))
+    return "".join(pieces), origin
+
+
+def unhyphenated(text: str) -> str:
+    """`text` with the words cut at a line end whole again (see join_hyphenated)."""
+    return join_hyphenated(text)[0] if "-" in text else text

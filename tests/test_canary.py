@@ -28,7 +28,7 @@ from django.test import override_settings
 from django_q.models import OrmQ, Schedule
 
 from attachments.models import DocumentChunk, NoteAttachment
-from attachments.services.ingestion import index_text, attachment_reembed
+from attachments.services.ingestion import attachment_reembed, index_text
 from chat import services
 from chat.agent import generate
 from chat.memory import memories_for_prompt

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from attachments.models import ChunkVector, DocumentChunk, DocumentPage, NoteAttachment
-from chat.citations import normalise
+from chat.citations import normalise, quotable
 from chat.extractive import _real_heading as real_heading
 from chat.grounding import ABSTAIN_COVERAGE, key_terms, sentences, terms
 from notebook.embeddings import get_embedder
@@ -258,7 +258,7 @@ def candidate_sentences(chosen: list[Passage]) -> list[Sentence]:
         attachment_id__in={p.attachment_id for p in chosen},
         number__in={p.page for p in chosen},
     ).values_list("attachment_id", "number", "text"):
-        pages[attachment_id, number] = normalise(text)
+        pages[attachment_id, number] = quotable(text)
     out: list[Sentence] = []
     per_passage = max(4, MAX_CANDIDATES // max(1, len(chosen)))
     for passage in chosen:

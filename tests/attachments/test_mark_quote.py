@@ -114,3 +114,12 @@ def test_the_quote_is_never_turned_into_a_regex(monkeypatch):
     assert mark_quote("one two  three four", "two three") is not None
     assert mark_quote("one two  three four", "two four") is None
     assert not [p for p in patterns if "two" in p]
+
+
+def test_a_quote_of_a_word_cut_at_a_line_end_is_marked_over_the_hyphen():
+    """The offline answer quotes "commands" where the page has "com-\\nmands": the mark spans
+    the cut word as the page shows it."""
+    text = "given by the two com-\nmands (list macros) \\UrlBreaks. Mid-\nAtlantic."
+    assert marked_span(text, "given by the two commands (list macros)") == (0, 41)
+    assert marked_span(text, "two com- mands") == (13, 27)  # as a model may quote it
+    assert marked_span(text, "MidAtlantic") is None  # only before a lower-case letter

@@ -14,7 +14,7 @@ from django.core.management import call_command
 
 from chat import services
 from chat.agent import generate
-from chat.citations import verify
+from chat.citations import quotable, verify
 from chat.events import AnswerError, Finished, Token, ToolActivity
 from chat.extractive import sentences
 from chat.models import Message
@@ -61,7 +61,8 @@ def test_the_extractive_answer_cites_verified_sentences_of_the_right_page(alice,
     assert answer.citations
     assert {c["file"] for c in answer.citations} == {"url.pdf"}
     assert 4 in {c["page"] for c in answer.citations}  # the gold page
-    page_text = " ".join(library["attachment"].pages.get(number=4).text.split())
+    # The page's text, or it with the words cut at line ends whole (the quotes read them so).
+    page_text = quotable(library["attachment"].pages.get(number=4).text)
     assert any(c["quote"] in page_text for c in answer.citations)
     assert answer.metadata["unverified_citations"] == 0
     assert (answer.metadata["abstained"], answer.metadata["grounding"]) == (False, "cited")

@@ -8,7 +8,7 @@ import pytest
 
 from chat import services
 from chat.agent import generate
-from chat.citations import renumber
+from chat.citations import quotable, renumber
 from chat.extractive import _real_heading
 from chat.grounding import salient_terms, sentences, weigh
 from chat.models import Message
@@ -137,6 +137,21 @@ def test_a_title_paragraph_is_not_run_into_the_sentence_after_it():
         "The package option allows them.",
         "A sentence the layout cut over two paragraphs is still one sentence here.",
     ]
+
+
+def test_words_cut_at_a_line_end_are_quoted_whole_and_verified():
+    """TeX's justified text cuts words at line ends: quotes read "commands", not "com- mands",
+    and verification finds them in the page, which keeps the hyphen."""
+    page = (
+        "The list of characters after which line-breaks are permitted is given by the two "
+        "com-\nmands (list macros) \\UrlBreaks and \\UrlBigBreaks.\nThe Mid-\nAtlantic "
+        "style keeps its capital."
+    )
+    quoted = sentences(page)
+    assert quoted[0].endswith("the two commands (list macros) \\UrlBreaks and \\UrlBigBreaks.")
+    assert "Mid- Atlantic" in quoted[1]
+    assert quoted[0] in quotable(page)
+    assert "two com- mands" in quotable(page)  # a model quoting the page as it stands
 
 
 def test_a_sentence_is_weighed_under_its_headings(alice):

@@ -15,7 +15,7 @@ from django.test import override_settings
 from django_q.models import OrmQ, Schedule
 
 from chat import services as chat_services
-from chat.citations import normalise
+from chat.citations import normalise, quotable
 from chat.grounding import sentences
 from chat.llm.server import forget_servers
 from guides import services
@@ -115,7 +115,7 @@ def test_a_model_guide_with_verified_citations_is_stored_as_the_models(world, fa
     (call,) = guide_calls(fake)
     shown = sources_in(call["messages"][-1]["content"])
     assert len(guide.summary) == min(3, len(shown))
-    pages = {p.number: normalise(p.text) for p in world.pdf.pages.all()}
+    pages = {p.number: quotable(p.text) for p in world.pdf.pages.all()}
     for n, sentence in enumerate(guide.summary, start=1):
         assert sentence["text"] == f"Passage {n} says this."  # markers stripped: plain text
         assert not sentence["quoted"]

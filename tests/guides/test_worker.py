@@ -14,7 +14,7 @@ import pytest
 from attachments import services as attachment_services
 from attachments.models import DocumentPage, NoteAttachment
 from attachments.pdf.layout import SMALL_PRINT
-from chat.citations import normalise
+from chat.citations import normalise, quotable
 from guides.models import Guide
 from search.retrieval import Scope, search
 from tests.conftest import upload
@@ -59,7 +59,7 @@ def assert_offline_source_guide(guide: Guide, attachment: NoteAttachment) -> Non
     assert guide.generator == "offline"
     assert guide.title
     assert 3 <= len(guide.summary) <= 5
-    pages = {p.number: normalise(p.text) for p in attachment.pages.all()}
+    pages = {p.number: quotable(p.text) for p in attachment.pages.all()}
     for sentence in guide.summary:
         (citation,) = sentence["citations"]
         assert sentence["quoted"]

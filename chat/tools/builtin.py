@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from chat.modes import spec
 from chat.tools import Tool, ToolContext, ToolResult, register
+from notebook.textutil import unhyphenated
 from notes.selectors import note_get
 from search.retrieval import Hit, Scope, SearchResult, search
 
@@ -57,7 +58,9 @@ def format_sources(context: ToolContext, hits: list[Hit]) -> tuple[str, list[dic
             if hit.chunk
             else f'note="{_quote_attr(hit.note.title)}" note_id="{hit.note.pk}"'
         )
-        text = str(source["text"])[:PASSAGE_CHARS]
+        # Words the layout cut at line ends whole, so that the model reads and quotes them
+        # whole ("commands"; verify finds either form in the page).
+        text = unhyphenated(str(source["text"]))[:PASSAGE_CHARS]
         parts.append(f'<source id="{n}" {where}>\n{text}\n</source>')
     return "\n".join(parts), passages
 

@@ -121,6 +121,17 @@ def test_a_note_chat_has_only_that_notes_pdfs(alice, library):
     assert bad.content.startswith("Invalid arguments for document_search")
 
 
+def test_the_model_reads_words_cut_at_line_ends_whole(alice, library):
+    """url.pdf's page 4 has "com-\nmands": the passage the model reads says "commands", and
+    a quote of it is verified against the page."""
+    assert "com-\nmands" in library["attachment"].pages.get(number=4).text
+    context = ToolContext(user=alice, notebook=library["notebook"], note=library["note"])
+    tools = {tool.name: tool for tool in tools_for(context)}
+    result = tools["document_search"].run(context, {"query": "UrlBreaks UrlBigBreaks list macros"})
+    assert "given by the two commands (list macros)" in result.content
+    assert "com-\nmands" not in result.content
+
+
 def test_citations_are_shown_only_when_the_quote_is_on_the_page(library):
     page = library["attachment"].pages.get(number=4).text
     sentence = next(s for s in sentences(page) if len(s) > 40)

@@ -11,7 +11,7 @@ from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
 from notebook.markdown import plain_text
-from notebook.textutil import cjk_ratio
+from notebook.textutil import cjk_ratio, unhyphenated
 
 if TYPE_CHECKING:
     from search.retrieval import Hit
@@ -42,10 +42,11 @@ def query_pattern(query: str) -> re.Pattern[str] | None:
 
 
 def readable_text(hit: Hit) -> str:
-    """A hit's text as a reader sees it: a PDF passage as extracted, a note's body without its
-    Markdown (its title is shown as the hit's name), one line per block joined by " · "."""
+    """A hit's text as a reader sees it: a PDF passage as extracted with the words the layout
+    cut at line ends whole ("commands", not "com- mands"), a note's body without its Markdown
+    (its title is shown as the hit's name), one line per block joined by " · "."""
     if hit.chunk is not None:
-        return " ".join(hit.chunk.content.split())
+        return " ".join(unhyphenated(hit.chunk.content).split())
     lines = plain_text(hit.note.body).splitlines()
     return " · ".join(lines) if lines else hit.note.title
 

@@ -202,3 +202,15 @@ def test_snippets_read_as_text_on_the_page_and_in_the_api(alice_client, alice_ap
     pdf_hit = next(hit for hit in hits if hit["kind"] == "pdf")
     assert pdf_hit["snippet"] == "Use sink to divert output to a log file."
     assert pdf_hit["heading"] == "1 Output › Sinks"
+
+
+def test_a_snippet_reads_words_cut_at_line_ends_whole():
+    from types import SimpleNamespace
+
+    from search.snippets import highlight, readable_text
+
+    chunk = SimpleNamespace(content="given by the two com-\nmands (list macros)")
+    hit = SimpleNamespace(chunk=chunk)
+    text = readable_text(hit)
+    assert text == "given by the two commands (list macros)"
+    assert "<mark>commands</mark>" in str(highlight(text, "commands"))

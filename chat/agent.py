@@ -308,6 +308,7 @@ def _reformulate(asked: Message, context: ToolContext, emit: Emit, answer_id: in
     context.search_focus = found.focus or found.query
     context.anchors = found.anchors if found.is_follow_up else []
     context.anchor_pages = found.pages if found.is_follow_up else []
+    context.said = _said_before(asked) if found.is_follow_up else set()
     context.selection = prepare(conversation=asked.conversation, asked=asked,
                                 follow_up=found.is_follow_up)  # fmt: skip
     if context.selection is not None:
@@ -324,6 +325,19 @@ def _reformulate(asked: Message, context: ToolContext, emit: Emit, answer_id: in
         {"message_id": answer_id, "question_id": asked.pk, "query": found.query,
          "is_follow_up": found.is_follow_up, "anchors": context.anchors},
     )  # fmt: skip
+
+
+def _said_before(asked: Message) -> set[str]:
+    """The sentences the answer before `asked` quoted, whitespace collapsed."""
+    previous = (
+        Message.objects.filter(
+            conversation_id=asked.conversation_id, role=Message.Role.ASSISTANT, pk__lt=asked.pk
+        )
+        .order_by("-pk")
+        .values_list("citations", flat=True)
+        .first()
+    )
+    return {" ".join(str(c.get("quote", "")).split()) for c in previous or []} - {""}
 
 
 def _grounding(citations: list[dict[str, Any]], finished: Finished) -> str:

@@ -41,6 +41,8 @@ class ToolContext:
     search_focus: str = ""  # what the offline answer weighs sentences against (a follow-up)
     anchors: list[int] = field(default_factory=list)
     anchor_pages: list[tuple[int, int]] = field(default_factory=list)  # (attachment id, page)
+    # A follow-up's previous answer: the sentences it quoted (whitespace collapsed).
+    said: set[str] = field(default_factory=set)
     # Context slots filled before answering: memories of this notebook (chat.memory) and
     # summaries of compacted older turns (chat.compaction), as plain text.
     memories: list[str] = field(default_factory=list)

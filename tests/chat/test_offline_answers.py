@@ -224,3 +224,22 @@ def test_the_best_sentence_brings_the_one_after_it_that_answers(alice):
                         "lines of a reference indented by default?")  # fmt: skip
     assert done.metadata["grounding"] == "cited"
     assert "1 em" in done.content
+
+
+def test_a_follow_up_prefers_what_the_previous_answer_did_not_quote():
+    """Exploring quotes three sentences: of two that score about the same for the last place,
+    the one the previous answer already quoted gives way (SAID_PENALTY); with nothing said
+    before, the scores decide."""
+    from chat.extractive import SAID_PENALTY, ExtractiveAnswerer
+    from chat.grounding import Candidate, Evidence
+    from chat.modes import spec
+
+    top = [Candidate(n, n, 0, f"Sentence {n} answers it.", similarity=0.9, coverage=0.5)
+           for n in (1, 2)]  # fmt: skip
+    old = Candidate(3, 3, 0, "The sentence the last answer quoted.", similarity=0.8, coverage=0.5)
+    new = Candidate(4, 4, 0, "A sentence about something else.", similarity=0.78, coverage=0.5)
+    assert 0 < old.score - new.score < SAID_PENALTY
+    evidence = Evidence(ranked=[*top, old, new])
+    choose = ExtractiveAnswerer._choose
+    assert choose(evidence, spec("exploring")) == [*top, old]
+    assert choose(evidence, spec("exploring"), said={old.text}) == [*top, new]

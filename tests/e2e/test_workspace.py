@@ -120,6 +120,15 @@ def test_sources_chat_and_notes_on_one_screen(
     assert "/file/#page=" in saved.body
     shoot(page, "workspace-1366")
     no_overflow(page)
+    # The new note's field shows its whole placeholder ("Title of the new nc" was clipped).
+    assert page.evaluate("""() => {
+        const field = document.querySelector('#pane-notes .new-note input[name=title]');
+        const style = getComputedStyle(field);
+        const pen = document.createElement('canvas').getContext('2d');
+        pen.font = `${style.fontWeight} ${style.fontSize} ${style.fontFamily}`;
+        const padding = parseFloat(style.paddingLeft) + parseFloat(style.paddingRight);
+        return pen.measureText(field.placeholder).width + padding <= field.clientWidth;
+    }""")
 
     # The saved note links back to the PDF at the cited page.
     with page.context.expect_page() as opened:

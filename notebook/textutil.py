@@ -60,5 +60,8 @@ def join_hyphenated(text: str) -> tuple[str, list[int]]:
 
 
 def unhyphenated(text: str) -> str:
-    """`text` with the words cut at a line end whole again (see join_hyphenated)."""
-    return join_hyphenated(text)[0] if "-" in text else text
+    """`text` with the words cut at a line end whole again (see join_hyphenated), without
+    the offset map: every answer runs this over each of its passages."""
+    if "-" not in text:
+        return text
+    return _LINE_END_HYPHEN.sub(lambda m: "" if m.string[m.end()].islower() else m.group(0), text)

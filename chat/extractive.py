@@ -39,7 +39,14 @@ ABSTAIN_TEXT = (
     "The sources don't seem to contain an answer to this question. Try other words, or check "
     "that the right PDFs are attached and ready."
 )
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")  # inline Markdown and HTML
+# What would turn a verbatim sentence into markup: inline Markdown and HTML, a backslash only
+# where CommonMark reads it as an escape or a line break (before ASCII punctuation or at the
+# end), "_" only at a word's edge (inside a word it never emphasises), "&" before an entity.
+# "\documentclass" and "INT_MIN" stay as the page has them in the answer's Markdown, which
+# the API returns and people copy.
+_MARKDOWN_SPECIAL = re.compile(
+    r"[`*\[\]<>|~]|\\(?=[!-/:-@\[-`{-~]|$)|(?<![^\W_])_|_(?![^\W_])|&(?=#?\w+;)", re.MULTILINE
+)
 _LINE_START = re.compile(r"^(\s*)([#>+\-]|\d+[.)])")  # a heading, quote or list if first
 
 
@@ -69,7 +76,7 @@ def words(text: str) -> Iterator[Token]:
 
 def _escape(text: str) -> str:
     """A verbatim sentence shown as plain text inside Markdown."""
-    escaped = _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+    escaped = _MARKDOWN_SPECIAL.sub(lambda m: "\\" + m.group(0), text)
 
     def guard(match: re.Match[str]) -> str:
         marker = match.group(2)

@@ -4,15 +4,18 @@ answer."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from chat import services
 from chat.agent import generate
 from chat.citations import quotable, renumber
-from chat.extractive import _real_heading
+from chat.extractive import _escape, _real_heading
 from chat.grounding import salient_terms, sentences, weigh
 from chat.models import Message
 from chat.tools import ToolContext
+from notebook.markdown import plain_text, render_markdown
 from notes.services import note_create
 from tests.attachments.test_pipeline import ingest
 from tests.conftest import upload
@@ -103,6 +106,47 @@ def test_a_note_is_quoted_as_plain_text(alice):
     assert "**" not in done.content
     assert "`" not in citation["quote"]
     assert "](" not in done.content
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        r"\documentclass{article} % the class, then \begin{document}",
+        "INT_MIN is the smallest int, x_1 + y_2 = z and C:\\Users\\me\\file_name.txt",
+        "_lead and trail_ and __bold__ and *star* and a*b*c",
+        r"a \\ b and \{ and a backslash at the end\\",
+        "`code`, <b>bold</b>, a | pipe, ~~struck~~, [link](https://example.org), &amp; & co",
+        "# not a heading",
+        "1. not a list item",
+    ],
+)
+def test_a_quoted_sentence_reads_as_the_page_has_it(sentence):
+    """An extractive answer's sentence renders to exactly its text, whatever it holds."""
+    escaped = _escape(sentence)
+    assert plain_text(escaped) == sentence
+    html = render_markdown(escaped)
+    assert "<em>" not in html
+    assert "<a " not in html
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [r"\documentclass{article} then \begin{document}", "INT_MIN, x_1 and file_name.txt",
+     r"C:\Users\me\notes", r"\urldef{\myself}\url{myself%node@gateway.net}"],
+)  # fmt: skip
+def test_tex_commands_and_snake_case_need_no_escapes(sentence):
+    assert _escape(sentence) == sentence
+
+
+def test_evaluate_answers_reads_keywords_as_the_page_shows_them():
+    from chat.management.commands.evaluate_answers import Command
+
+    q = SimpleNamespace(id="q", kind="how-to", file="url.pdf", pages=[2], lang="en",
+                        answerable=True)  # fmt: skip
+    for content in (r"Predefine it with \urldef{\myself} [1]", r"with \\urldef\_x [1]"):
+        answer = Message(content=content, citations=[], retrieved=[], metadata={}, timings={})
+        scored = Command._score(q, answer, [r"\urldef"])
+        assert scored["keywords"] is True
 
 
 @pytest.mark.parametrize(

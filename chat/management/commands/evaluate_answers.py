@@ -8,7 +8,10 @@ unless CHAT_MODEL is set). Reported overall, by kind and by question language:
 
 - hit@5: answers whose search (the first five document passages retrieved) found the file
   on one of its gold pages; follow-up: questions read as follow-ups (chat.reformulation);
-- keywords: answers containing every `answer_keywords` entry (case-insensitive);
+- keywords: answers containing every `answer_keywords` entry (case-insensitive), read as
+  the page shows them (Markdown rendered to text: "\\documentclass" is a keyword; until
+  session 15 backslashes were dropped from answers but not from keywords, so no keyword with
+  one could ever be found);
 - cites gold page: answers with a shown citation of the question's file on one of its pages;
 - verified: shown citations / citations the answer made (shown + refused);
 - abstained: share of unanswerable questions where the answer said it could not answer
@@ -39,6 +42,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from chat import services
 from chat.agent import generate, get_answerer
 from chat.models import Message
+from notebook.markdown import plain_text
 from search.evaluation import Question, load_questions
 from search.management.commands.evaluate_retrieval import add_set_arguments, prepare_set
 
@@ -215,7 +219,8 @@ class Command(BaseCommand):
 
     @staticmethod
     def _score(q: Any, answer: Message, keywords: list[str]) -> dict[str, Any]:
-        text = answer.content.replace("\\", "").lower()
+        # The answer as its reader sees it: Markdown escapes undone, "\documentclass" kept.
+        text = plain_text(answer.content).lower()
         cites_gold = any(
             c.get("file") == q.file and c.get("page") in q.pages for c in answer.citations
         )

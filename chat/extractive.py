@@ -151,17 +151,19 @@ class ExtractiveAnswerer:
         def score(c: Candidate) -> float:
             return c.score - (SAID_PENALTY if c.text in said else 0.0)
 
-        for c in sorted(evidence.ranked, key=lambda c: -score(c)):
-            if len(chosen) == mode.max_sentences:
-                break
-            if score(c) < floor:
-                continue
-            if per_passage.get(c.n, 0) >= MAX_PER_PASSAGE or any(
-                c.text in o.text or o.text in c.text for o in chosen
-            ):
-                continue
-            chosen.append(c)
-            per_passage[c.n] = per_passage.get(c.n, 0) + 1
+        # At most MAX_PER_PASSAGE from one passage while others have sentences above the
+        # floor; then, if the answer is still short, more from the same passages.
+        strong = [c for c in sorted(evidence.ranked, key=lambda c: -score(c)) if score(c) >= floor]
+        for capped in (True, False):
+            for c in strong:
+                if len(chosen) == mode.max_sentences:
+                    break
+                if c in chosen or any(c.text in o.text or o.text in c.text for o in chosen):
+                    continue
+                if capped and per_passage.get(c.n, 0) >= MAX_PER_PASSAGE:
+                    continue
+                chosen.append(c)
+                per_passage[c.n] = per_passage.get(c.n, 0) + 1
         # The best sentence often restates the question and the source answers right after
         # it ("… Not a Number, NaN, values." then "… is.nan(xx) is only TRUE for NaNs."): it
         # brings the sentence that follows it in its passage, unless that one is weak.

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
+from chat import answer_types
 from chat.citations import MARKER
 from chat.sentence_vectors import embed_weighed, similarities
 from notebook.embeddings import get_embedder, warming_up
@@ -40,6 +41,10 @@ ABSTAIN_COVERAGE = 0.5
 # A sentence of the cited source backs an answer's sentence when it shares at least this
 # share of that sentence's content words (used when a model cites [n] without a quote).
 BACKING_COVERAGE = 0.5
+# A sentence holding the kind of answer the question asks for (a number for "how many", code
+# for "how do I", chat.answer_types) scores this much more: a tie-breaker between sentences
+# about the question (they score 0.3-0.8). docs/chat.md has the sweep.
+ANSWER_TYPE_BONUS = 0.05
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[A-Z0-9\u00C0-\u024F])|(?<=[。！？；])")
 _STOP = STOP_WORDS
 logger = logging.getLogger(__name__)
@@ -105,10 +110,12 @@ class Candidate:
     text: str
     similarity: float = 0.0
     coverage: float = 0.0
+    answers: bool = False  # holds the kind of answer the question asks for (chat.answer_types)
 
     @property
     def score(self) -> float:
-        return 0.6 * self.similarity + 0.4 * self.coverage + 0.05 / (1 + self.rank)
+        bonus = ANSWER_TYPE_BONUS if self.answers else 0.0
+        return 0.6 * self.similarity + 0.4 * self.coverage + 0.05 / (1 + self.rank) + bonus
 
 
 def terms(text: str) -> set[str]:
@@ -223,8 +230,10 @@ def weigh(
             similarity = similarities(asked, vectors)
         except Exception:  # the embedder is away: sentences are judged by their words alone
             logger.warning("could not embed the sentences of an answer; judging by words only")
+    kind = answer_types.expected(names_from or question)
     for c, sim, heading in zip(candidates, similarity, context_terms, strict=True):
         c.similarity = sim
+        c.answers = answer_types.holds(c.text, kind, names_from or question)
         c.coverage = len(wanted & (terms(c.text) | heading)) / len(wanted) if wanted else 0.0
     return Evidence(ranked=sorted(candidates, key=lambda c: -c.score))
 

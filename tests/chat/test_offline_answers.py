@@ -287,3 +287,73 @@ def test_a_follow_up_prefers_what_the_previous_answer_did_not_quote():
     choose = ExtractiveAnswerer._choose
     assert choose(evidence, spec("exploring")) == [*top, old]
     assert choose(evidence, spec("exploring"), said={old.text}) == [*top, new]
+
+
+def test_one_strong_passage_fills_the_answer_when_no_other_comes_close():
+    """At most two sentences of one passage while others score above the floor; when none
+    does, the third comes from the same passage rather than leaving the answer short (the
+    sentence naming the newer package followed the two about older versions)."""
+    from chat.extractive import ExtractiveAnswerer
+    from chat.grounding import Candidate, Evidence
+    from chat.modes import spec
+
+    same = [Candidate(1, 0, i, f"Sentence {i} of the passage.", similarity=0.8, coverage=0.5)
+            for i in range(3)]  # fmt: skip
+    weak = Candidate(2, 1, 0, "A sentence of another passage.", similarity=0.3, coverage=0.1)
+    chosen = ExtractiveAnswerer._choose(Evidence(ranked=[*same, weak]), spec("exploring"))
+    assert chosen == same
+    other = Candidate(3, 2, 0, "A strong sentence elsewhere.", similarity=0.75, coverage=0.5)
+    ranked = sorted([*same, weak, other], key=lambda c: -c.score)
+    chosen = ExtractiveAnswerer._choose(Evidence(ranked=ranked), spec("exploring"))
+    assert chosen == [same[0], same[1], other]
+
+
+@pytest.mark.parametrize(
+    ("question", "kind"),
+    [
+        ("How often does a random 2x2 digit matrix end up singular?", "number"),
+        ("Up to which Stata version can read.dta read files?", "number"),
+        ("Wie viele Pakete werden mit R geliefert?", "number"),
+        ("Hvor mange pakker følger med R?", "number"),
+        ("TeX 的版本号是多少？", "number"),
+        ("How do I read a fixed-width file?", "code"),
+        ("Wie kann ich die Schrift ändern?", "code"),
+        ("我怎样才能让编译快一些？", "code"),
+        ("Who originally developed LaTeX?", "name"),
+        ("Wie heißen die Module?", "name"),
+        ("Why does the url package refuse to break between colons?", ""),
+    ],
+)
+def test_the_kind_of_answer_a_question_asks_for(question, kind):
+    from chat.answer_types import expected
+
+    assert expected(question) == kind
+
+
+def test_a_sentence_holds_an_answer_the_question_does_not_already_give():
+    from chat.answer_types import CODE, NAME, NUMBER, holds
+
+    asked = "If you fill a 2x2 matrix with random digits, how often is it singular?"
+    assert holds("About 1 in 20 such matrices is singular.", NUMBER, asked)
+    assert not holds("This amounts to finding the distribution of the determinant.", NUMBER,
+                     asked)  # fmt: skip
+    assert not holds("Version 2 of it, see page 12, is singular.", NUMBER, "Is 2 or 12 right?")
+    how = "How can I import data where every value sits at a fixed position?"
+    assert holds("Function read.fwf provides a simple way to read such files.", CODE, how)
+    assert holds("加载这个宏包后，使用 \\syntaxonly 命令。", CODE, "怎样才能让编译快一些？")
+    assert not holds("Sometimes data files have fields in pre-specified columns.", CODE, how)
+    assert not holds("Use read.fwf for that.", CODE, "How do I use read.fwf?")
+    assert holds("LaTeX was first developed by Leslie Lamport in 1984.", NAME,
+                 "Who developed LaTeX?")  # fmt: skip
+    assert not holds("Jede Art von Symbol wird durch ein eigenes Modul verarbeitet.", NAME,
+                     "Wie heißen die Module?")  # fmt: skip
+
+
+def test_the_answer_type_bonus_breaks_a_tie():
+    from chat.grounding import ANSWER_TYPE_BONUS, Candidate
+
+    plain = Candidate(1, 0, 0, "This amounts to finding the distribution.", 0.5, 0.3)
+    answering = Candidate(1, 0, 1, "About 1 in 20 such matrices is singular.", 0.47, 0.25,
+                          answers=True)  # fmt: skip
+    assert plain.score - ANSWER_TYPE_BONUS < answering.score < plain.score + ANSWER_TYPE_BONUS
+    assert answering.score > plain.score

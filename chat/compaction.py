@@ -39,6 +39,7 @@ from pydantic import BaseModel, field_validator
 
 from chat import prompts
 from chat.models import Conversation, ConversationSummary, Message
+from notebook.textutil import clip
 
 logger = logging.getLogger(__name__)
 
@@ -344,7 +345,7 @@ def summarise(batch: list[Message]) -> tuple[str, str]:
             logger.exception("summary call failed")
             reply = None
         if reply is not None:
-            return _clip(" ".join(reply.summary.split()), SUMMARY_CHARS), "llm"
+            return clip(" ".join(reply.summary.split()), SUMMARY_CHARS), "llm"
         logger.info("the model gave no usable summary; summarising extractively")
     return extractive_summary(batch), "extractive"
 
@@ -357,7 +358,7 @@ def extractive_summary(batch: list[Message]) -> str:
         if message.role == Message.Role.USER:
             if lines:
                 lines.append("")
-            lines.append(f"Q: {_clip(plain(message.content), QUESTION_CHARS)}")
+            lines.append(f"Q: {clip(plain(message.content), QUESTION_CHARS)}")
         elif message.status == Message.Status.COMPLETE and first_sentence(message.content):
             lines.append(f"A: {first_sentence(message.content)}")
         else:
@@ -389,7 +390,7 @@ def first_sentence(text: str) -> str:
             sentence = pieces.pop(0)
             while pieces and _NUMBER.fullmatch(sentence):
                 sentence += " " + pieces.pop(0)
-            return _clip(sentence, SENTENCE_CHARS)
+            return clip(sentence, SENTENCE_CHARS)
     return ""
 
 
@@ -404,7 +405,7 @@ def _transcript(batch: list[Message]) -> str:
     while True:
         lines = []
         for message in batch:
-            text = _clip(plain(message.content), chars)
+            text = clip(plain(message.content), chars)
             if message.role == Message.Role.USER:
                 lines.append(f"User: {text}")
             elif message.status == Message.Status.COMPLETE and text:
@@ -413,9 +414,3 @@ def _transcript(batch: list[Message]) -> str:
         if chars <= 100 or count(user) + 64 <= room:
             return user
         chars //= 2
-
-
-def _clip(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    return text[:limit].rsplit(" ", 1)[0].rstrip(",;:") + "…"

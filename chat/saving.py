@@ -15,6 +15,7 @@ from django.utils.translation import gettext as _
 
 from chat.models import Message
 from chat.rendering import page_label, sources
+from notebook.textutil import clip
 from notes.models import Note
 from notes.services import note_create, note_update
 
@@ -65,7 +66,7 @@ def answer_save_to_note(*, user: User, answer: Message, note: Note | None = None
     body = answer_markdown(answer)
     if note is None:
         question = answer.reply_to.content if answer.reply_to_id else ""  # type: ignore[union-attr]
-        title = " ".join(question.split())[:TITLE_CHARS] or _("Answer from “%(title)s”") % {
+        title = clip(question, TITLE_CHARS) or _("Answer from “%(title)s”") % {
             "title": conversation.title
         }
         return note_create(notebook=conversation.notebook, author=user, title=title, body=body)

@@ -19,6 +19,7 @@ from django.utils.translation import gettext as _
 from attachments.models import NoteAttachment
 from chat import modes, selection
 from chat.models import Conversation, Message
+from notebook.textutil import clip
 from notes.models import Note, Notebook
 
 if TYPE_CHECKING:
@@ -181,7 +182,7 @@ def message_ask(
             reply_to=asked,
         )
         if conversation.messages.count() == 2 and _untitled(conversation):
-            conversation.title = _title_of(question)[:TITLE_CHARS]
+            conversation.title = clip(_title_of(question), TITLE_CHARS)
         conversation.mode = mode
         conversation.save(update_fields=["title", "mode", "updated_at"])
     return asked, answer

@@ -24,6 +24,18 @@ def estimate_tokens(text: str) -> int:
     return cjk + round(len(_WORD.findall(rest)) * 1.3)
 
 
+def clip(text: str, limit: int) -> str:
+    """`text` in at most `limit` characters and "…": cut at the last space that fits (a title
+    cut mid-word read "… instead of the surr"), or at `limit` in text without spaces."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    if " " in cut[limit // 2 :]:
+        cut = cut.rsplit(" ", 1)[0]
+    return cut.rstrip(" ,;:") + "…"
+
+
 def normalize_ws(text: str) -> str:
     """NFC, with every run of whitespace collapsed to one space (for matching quotes)."""
     return " ".join(unicodedata.normalize("NFC", text).split())

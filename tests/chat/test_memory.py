@@ -208,6 +208,13 @@ def test_offline_extraction_reads_only_the_users_question(alice, notebook):
             "Remember that I like R. How does read.table skip lines?",
             "How does read.table skip lines?",
         ),
+        # A long question is cut at a word, with an ellipsis: not "… as the surr".
+        (
+            "With the url package, how can I print web addresses in the same font as the "
+            "surrounding text instead of typewriter?",
+            "With the url package, how can I print web addresses in the same font as the…",
+        ),
+        ("如何" * 50, "如何" * 39 + "如…"),
     ],
 )
 def test_a_conversation_is_titled_after_its_topic_not_what_to_remember(

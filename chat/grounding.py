@@ -45,6 +45,10 @@ BACKING_COVERAGE = 0.5
 # for "how do I", chat.answer_types) scores this much more: a tie-breaker between sentences
 # about the question (they score 0.3-0.8). docs/chat.md has the sweep.
 ANSWER_TYPE_BONUS = 0.05
+# In a follow-up, a sentence's coverage is this much the share of the user's own words it
+# covers and the rest the share of the completed question's: a sentence that only restates the
+# thread ranks below one that also says something about what was asked now. docs/chat.md.
+OWN_WORDS_SHARE = 0.5
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[A-Z0-9\u00C0-\u024F])|(?<=[。！？；])")
 _STOP = STOP_WORDS
 logger = logging.getLogger(__name__)
@@ -231,10 +235,16 @@ def weigh(
         except Exception:  # the embedder is away: sentences are judged by their words alone
             logger.warning("could not embed the sentences of an answer; judging by words only")
     kind = answer_types.expected(names_from or question)
+    # A follow-up is weighed against the question completed from the thread; the words the
+    # user typed are what it asks that is new ("Will that also make them clickable?").
+    own = terms(names_from) if names_from and names_from != question else set()
     for c, sim, heading in zip(candidates, similarity, context_terms, strict=True):
         c.similarity = sim
         c.answers = answer_types.holds(c.text, kind, names_from or question)
         c.coverage = len(wanted & (terms(c.text) | heading)) / len(wanted) if wanted else 0.0
+        if own:  # a follow-up: half the thread's words, half the user's own
+            own_share = len(own & (terms(c.text) | heading)) / len(own)
+            c.coverage = (1 - OWN_WORDS_SHARE) * c.coverage + OWN_WORDS_SHARE * own_share
     return Evidence(ranked=sorted(candidates, key=lambda c: -c.score))
 
 

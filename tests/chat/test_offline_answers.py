@@ -357,3 +357,24 @@ def test_the_answer_type_bonus_breaks_a_tie():
                           answers=True)  # fmt: skip
     assert plain.score - ANSWER_TYPE_BONUS < answering.score < plain.score + ANSWER_TYPE_BONUS
     assert answering.score > plain.score
+
+
+def test_a_follow_up_weighs_what_the_user_asked_now(url_note, monkeypatch):
+    """A follow-up is weighed against the question completed from the thread; half of a
+    sentence's coverage is the user's own words, so the sentence that only restates the
+    thread ranks below the one about what was asked now."""
+    from chat import grounding
+
+    context = ToolContext(user=url_note.notebook.owner, notebook=url_note.notebook, note=url_note)
+    question = "Will that also make them clickable in the PDF?"
+    focus = f"{question} url package print web addresses same font surrounding text"
+    passages = [
+        {"n": 1, "kind": "document", "heading": "",
+         "text": "This package does not make clickable links in a PDF: see hyperref."},
+        {"n": 2, "kind": "document", "heading": "",
+         "text": "The url package prints web addresses in the same font as the surrounding "
+                 "text."},
+    ]  # fmt: skip
+    assert grounding.weigh(focus, passages, context, names_from=question).best.n == 1
+    monkeypatch.setattr(grounding, "OWN_WORDS_SHARE", 0.0)
+    assert grounding.weigh(focus, passages, context, names_from=question).best.n == 2

@@ -2,7 +2,8 @@
 
 It runs `document_search` (and, in a notebook chat, `note_search`) through the same tool
 registry as the chat model, splits the best passages into sentences, scores each sentence by
-embedding similarity to the question and by how many of the question's words it covers, and
+embedding similarity to the question, by how many of the question's words it covers and by
+whether it holds the kind of answer asked for (chat.grounding, chat.answer_types), and
 answers with the best few, verbatim, each with its [n] citation. When nothing scores well
 enough it says plainly that the sources do not contain the answer.
 """

@@ -25,8 +25,8 @@ def estimate_tokens(text: str) -> int:
 
 
 def clip(text: str, limit: int) -> str:
-    """`text` in at most `limit` characters and "…": cut at the last space that fits (a title
-    cut mid-word read "… instead of the surr"), or at `limit` in text without spaces."""
+    """`text` in at most `limit` characters, ending in "…" when cut: at the last space that
+    fits (a title cut mid-word read "… as the surr"), or anywhere in text without spaces."""
     text = " ".join(text.split())
     if len(text) <= limit:
         return text

@@ -241,9 +241,10 @@ def weigh(
     for c, sim, heading in zip(candidates, similarity, context_terms, strict=True):
         c.similarity = sim
         c.answers = answer_types.holds(c.text, kind, names_from or question)
-        c.coverage = len(wanted & (terms(c.text) | heading)) / len(wanted) if wanted else 0.0
+        said = terms(c.text) | heading
+        c.coverage = len(wanted & said) / len(wanted) if wanted else 0.0
         if own:  # a follow-up: half the thread's words, half the user's own
-            own_share = len(own & (terms(c.text) | heading)) / len(own)
+            own_share = len(own & said) / len(own)
             c.coverage = (1 - OWN_WORDS_SHARE) * c.coverage + OWN_WORDS_SHARE * own_share
     return Evidence(ranked=sorted(candidates, key=lambda c: -c.score))
 

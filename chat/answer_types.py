@@ -24,7 +24,7 @@ NUMBER, CODE, NAME = "number", "code", "name"
 
 _NUMBER_QUESTION = re.compile(
     r"\bhow (?:many|much|large|long|big|often|fast|far|old|small|wide|high|tall|deep)\b"
-    r"|\bwhat (?:size|percentage|proportion|fraction|share|year|version|number|ratio|value)\b"
+    r"|\bwhat (?:percentage|proportion|fraction|share|year|version|number|ratio|value)\b"
     r"|\bwhich (?:version|year|value)\b|\bup to which\b|\bwhat (?:point )?size\b"
     r"|\bwie (?:viele?|groß|lange?|oft|hoch|schnell|weit|alt|klein|breit)\b"
     r"|\bwieviele?\b|\bwelche[rsnm]? (?:Version|Jahr|Größe|Anzahl|Wert)\w*\b"
@@ -59,7 +59,6 @@ _CODE = re.compile(
     r"|\{[A-Za-z][\w-]*\}"  # {geometry}
     r"|\b[a-z]+[A-Z]\w*|\b[A-Z][a-z]+[A-Z]\w*"  # camelCase, CamelCase: readBin, MusicXML
     r"|(?<![\w-])--?[a-z][\w-]+"  # a command-line flag: --vanilla
-    r"|%\S{1,3}%|&&|\|\||<-|->|::"  # an operator: %*%, &&, <-
 )
 _LATIN_WORD = re.compile(r"[A-Za-z][A-Za-z-]{2,}")
 _NAME = re.compile(r"(?<=\s)[A-Z][a-z]+(?:[ -][A-Z][a-z]+)*")
@@ -77,6 +76,7 @@ def expected(question: str) -> str:
 
 
 def _fold(text: str) -> str:
+    """Letters and digits only, lower-cased: how an answer is compared with the question."""
     return re.sub(r"\W+", "", text).lower()
 
 

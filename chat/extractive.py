@@ -159,7 +159,7 @@ class ExtractiveAnswerer:
             for c in strong:
                 if len(chosen) == mode.max_sentences:
                     break
-                if c in chosen or any(c.text in o.text or o.text in c.text for o in chosen):
+                if not _new(c, chosen):
                     continue
                 if capped and per_passage.get(c.n, 0) >= MAX_PER_PASSAGE:
                     continue
@@ -171,7 +171,7 @@ class ExtractiveAnswerer:
         by_place = {(c.n, c.position): c for c in evidence.ranked}
         after = by_place.get((best.n, best.position + 1))
         if (
-            chosen and chosen[0] is best and after is not None and after not in chosen
+            chosen and chosen[0] is best and after is not None and _new(after, chosen)
             and after.score >= best.score * FOLLOWING_FLOOR
         ):  # fmt: skip
             chosen.append(after)
@@ -179,7 +179,8 @@ class ExtractiveAnswerer:
         # that sentence along: it names what "this" is.
         for c in list(chosen):
             before = by_place.get((c.n, c.position - 1))
-            if _LEANS_BACK.match(c.text) and before is not None and before not in chosen:
+            leans = _LEANS_BACK.match(c.text) and not _EXPLETIVE.match(c.text)
+            if leans and before is not None and _new(before, chosen):
                 chosen.append(before)
         # Read in the sources' order: by passage rank, then position in the passage (a
         # learning answer's definition stays first).
@@ -246,6 +247,14 @@ _LEANS_BACK = re.compile(
     r"这|该|它|此|其)\b|^\W*(?:这|该|它|此|其)",
     re.IGNORECASE,
 )
+# "It is quite common for a file …": an "it" that stands for nothing before it.
+_EXPLETIVE = re.compile(
+    r"^\W*it(?: is|'s| was| may be| might be| can be| would be| will be| seems) (?:\w+ ){0,2}?"
+    r"(?:common|possible|impossible|necessary|important|easy|easier|hard|difficult|useful|"
+    r"best|better|advisable|recommended|customary|usual|likely|unlikely|worth|convenient|"
+    r"sensible|wise|essential|clear|true|not)\b",
+    re.IGNORECASE,
+)
 _DEFINITION = re.compile(
     r"^\W*[\w.()\\-]+(?: [\w.()\\-]+){0,4} (?:is|are|means|refers to|ist|sind|bezeichnet) "
     r"|(?:是指|是一种|是一个|称为)"
@@ -253,6 +262,14 @@ _DEFINITION = re.compile(
 _LIST_OR_NOTE = re.compile(
     r"^\s*(?:\d+[.)]\s+\S.*[.:;]$|[•*(\-–]|\d+\s+[A-Z][a-z]+ [a-z]+ [a-z]+ )"
 )
+
+
+def _new(candidate: Candidate, chosen: list[Candidate]) -> bool:
+    """Whether a sentence adds to those chosen: not one of them, nor inside one, nor holding
+    one (passages overlap, so the same words come from two of them)."""
+    return candidate not in chosen and not any(
+        candidate.text in other.text or other.text in candidate.text for other in chosen
+    )
 
 
 def _heading(passage: dict[str, Any]) -> str:

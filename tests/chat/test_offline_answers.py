@@ -4,6 +4,7 @@ answer."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -378,3 +379,78 @@ def test_a_follow_up_weighs_what_the_user_asked_now(url_note, monkeypatch):
     assert grounding.weigh(focus, passages, context, names_from=question).best.n == 1
     monkeypatch.setattr(grounding, "OWN_WORDS_SHARE", 0.0)
     assert grounding.weigh(focus, passages, context, names_from=question).best.n == 2
+
+
+@pytest.mark.parametrize(
+    ("sentence", "signpost"),
+    [
+        ("In Section 1.2 [Export to text files], page 4, we saw a number of variations.", True),
+        ("As pointed out in Section 2.7, the KEY field is treated differently.", True),
+        ("Before describing how to customize the printing style, it is best to mention.", True),
+        ("See also the chapter on graphics for more examples of this.", True),
+        ("Siehe Abschnitt 3 für die Einzelheiten der Notensetzung.", True),
+        ("Se avsnitt 4 for detaljer om dette.", True),
+        ("参见第3章的相关内容。", True),
+        ("In this case the file may omit the row label column.", False),
+        ("In R, the function write.table writes a data frame to a file.", False),
+        ("The section sign is typed with \\S in LaTeX.", False),
+    ],
+)
+def test_a_sentence_pointing_elsewhere_is_a_signpost(sentence, signpost):
+    from chat.grounding import _SIGNPOST
+
+    assert bool(_SIGNPOST.match(sentence)) is signpost
+
+
+def test_a_signpost_gives_way_to_a_sentence_that_says_something(alice):
+    """"As pointed out in Section 2.7, the KEY field is treated differently" names the
+    question's words but not the answer; a sentence that scores a little lower and says how
+    comes first (SIGNPOST_PENALTY)."""
+    from chat.extractive import ExtractiveAnswerer
+    from chat.grounding import SIGNPOST_PENALTY, Candidate, Evidence
+    from chat.modes import spec
+
+    context = ToolContext(user=alice, notebook=NotebookFactory.create(owner=alice))
+    pointer = "As pointed out in Section 2.7, the KEY field is treated differently by plainnat."
+    passage = {"n": 1, "kind": "note", "text": pointer}
+    assert weigh("How does plainnat treat the KEY field?", [passage], context).best.signpost
+    top = Candidate(1, 0, 0, "The KEY field orders the list.", similarity=0.7, coverage=0.5)
+    says = Candidate(2, 1, 0, "It is used in place of the author.", similarity=0.6, coverage=0.4)
+    points = Candidate(3, 2, 0, pointer, similarity=0.65, coverage=0.45, signpost=True)
+    assert 0 < points.score + SIGNPOST_PENALTY - says.score < SIGNPOST_PENALTY
+    ranked = sorted([top, says, points], key=lambda c: -c.score)
+    two = replace(spec("exploring"), max_sentences=2)
+    assert ExtractiveAnswerer._choose(Evidence(ranked=ranked), two) == [top, says]
+
+
+def test_a_sentence_is_quoted_once_though_two_passages_hold_it():
+    """Passages overlap: the sentence after the best one, brought along, is already inside a
+    longer sentence another passage gave; it is not quoted a second time."""
+    from chat.extractive import ExtractiveAnswerer
+    from chat.grounding import Candidate, Evidence
+    from chat.modes import spec
+
+    short = "If presented with a file that has a header field for the row labels, read it in"
+    best = Candidate(1, 0, 9, "We recommend that you give the header.", similarity=0.9,
+                     coverage=0.6)  # fmt: skip
+    longer = Candidate(2, 1, 1, short + " by read.table(header = TRUE).", similarity=0.85,
+                       coverage=0.6)  # fmt: skip
+    after = Candidate(1, 0, 10, short, similarity=0.8, coverage=0.5)
+    chosen = ExtractiveAnswerer._choose(Evidence(ranked=[best, longer, after]), spec("exploring"))
+    assert chosen == [best, longer]
+
+
+def test_an_it_that_stands_for_nothing_does_not_bring_the_sentence_before():
+    """"It is quite common for a file…" leans on nothing; "It ends the loop" does."""
+    from chat.extractive import ExtractiveAnswerer
+    from chat.grounding import Candidate, Evidence
+    from chat.modes import spec
+
+    def choose(text: str) -> list[Candidate]:
+        before = Candidate(1, 0, 0, "In numeric columns, NaN and Inf are accepted.", 0.2, 0.1)
+        it = Candidate(1, 0, 1, text, similarity=0.9, coverage=0.6)
+        return ExtractiveAnswerer._choose(Evidence(ranked=[it, before]), spec("research"))
+
+    common = "It is quite common for a spreadsheet file to omit trailing empty fields."
+    assert [c.text for c in choose(common)] == [common]
+    assert len(choose("It ends the loop at once, whatever the condition says.")) == 2

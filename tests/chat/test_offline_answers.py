@@ -403,9 +403,9 @@ def test_a_sentence_pointing_elsewhere_is_a_signpost(sentence, signpost):
 
 
 def test_a_signpost_gives_way_to_a_sentence_that_says_something(alice):
-    """"As pointed out in Section 2.7, the KEY field is treated differently" names the
-    question's words but not the answer; a sentence that scores a little lower and says how
-    comes first (SIGNPOST_PENALTY)."""
+    """A sentence like "As pointed out in Section 2.7, the KEY field is treated differently"
+    names the question's words but not the answer; a sentence that scores a little lower and
+    says how comes first (SIGNPOST_PENALTY)."""
     from chat.extractive import ExtractiveAnswerer
     from chat.grounding import SIGNPOST_PENALTY, Candidate, Evidence
     from chat.modes import spec
@@ -441,7 +441,7 @@ def test_a_sentence_is_quoted_once_though_two_passages_hold_it():
 
 
 def test_an_it_that_stands_for_nothing_does_not_bring_the_sentence_before():
-    """"It is quite common for a file…" leans on nothing; "It ends the loop" does."""
+    """An opening like "It is quite common for a file…" leans on nothing; "It ends" does."""
     from chat.extractive import ExtractiveAnswerer
     from chat.grounding import Candidate, Evidence
     from chat.modes import spec

@@ -70,7 +70,18 @@ _SIGNPOST = re.compile(
     r")",
     re.IGNORECASE,
 )
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[A-Z0-9\u00C0-\u024F])|(?<=[。！？；])")
+# A full stop ends a sentence, except between initials ("W. N. Venables"), before a name
+# closing a bracket ("(Donald E. Knuth)") and after a common abbreviation ("e.g. Section
+# 2", "z.B. Noten", "Fig. 3"). ("… in R. The …" ends one: R is a name of its own.)
+_NOT_AN_END = "".join(
+    rf"(?<!{re.escape(a)})"
+    for a in (" e.g.", " i.e.", " cf.", " vs.", " Fig.", " Sec.", " No.", " Dr.", " Prof.",
+              " z.B.", " d.h.", " bzw.", " u.a.", " ca.", " bl.a.", " f.eks.", " dvs.")
+)  # fmt: skip
+_SENTENCE_END = re.compile(
+    rf"(?<=[.!?])(?<![A-Z]\.\s[A-Z]\.){_NOT_AN_END}\s+(?![A-Z]\.\s|[A-Z][a-z]+\))"
+    r"(?=[\"'(\[A-Z0-9\u00C0-\u024F])|(?<=[。！？；])"
+)
 _STOP = STOP_WORDS
 logger = logging.getLogger(__name__)
 

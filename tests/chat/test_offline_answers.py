@@ -454,3 +454,21 @@ def test_an_it_that_stands_for_nothing_does_not_bring_the_sentence_before():
     common = "It is quite common for a spreadsheet file to omit trailing empty fields."
     assert [c.text for c in choose(common)] == [common]
     assert len(choose("It ends the loop at once, whatever the condition says.")) == 2
+
+
+def test_initials_and_abbreviations_do_not_end_a_sentence():
+    """ "W. N. Venables", "(Donald E. Knuth)" and "e.g. Section 2" stay inside their sentence;
+    "… written in R. The …" still ends one (R is a name of its own)."""
+    text = (
+        "An Introduction to R was written by W. N. Venables and D. M. Smith in 1990. "
+        "TeX was written by a professor (Donald E. Knuth) at Stanford to typeset books. "
+        "Loops can be avoided, e.g. Section 9 shows the apply family of functions. "
+        "Most of the manual is written in R. The rest describes the C interface of it."
+    )
+    assert sentences(text) == [
+        "An Introduction to R was written by W. N. Venables and D. M. Smith in 1990.",
+        "TeX was written by a professor (Donald E. Knuth) at Stanford to typeset books.",
+        "Loops can be avoided, e.g. Section 9 shows the apply family of functions.",
+        "Most of the manual is written in R.",
+        "The rest describes the C interface of it.",
+    ]

@@ -56,8 +56,10 @@ OWN_WORDS_SHARE = 0.5
 SIGNPOST_PENALTY = 0.1
 _SIGNPOST = re.compile(
     r"^\W*(?:"
-    r"(?:in|see|cf\.?|from) (?:also )?(?:the )?(?:previous |next |following )?"
+    r"(?:see|cf\.?) (?:also )?(?:the )?(?:previous |next |following )?"
     r"(?:section|chapter|appendix|part|page|table|figure)s?\b"
+    r"|(?:in|from) (?:(?:the )?(?:previous|next|following) (?:section|chapter)"
+    r"|(?:section|chapter|appendix|page)s? \d)"
     r"|as (?:\w+ )?(?:pointed out|described|discussed|explained|mentioned|noted|shown|seen|"
     r"stated|defined|outlined)\b"
     r"|(?:before|after) (?:describing|discussing|explaining|going|we|turning|looking)\b"

@@ -394,6 +394,9 @@ def test_a_follow_up_weighs_what_the_user_asked_now(url_note, monkeypatch):
         ("In this case the file may omit the row label column.", False),
         ("In R, the function write.table writes a data frame to a file.", False),
         ("The section sign is typed with \\S in LaTeX.", False),
+        ("In the table below, the second column gives the default value.", False),
+        ("In part, this is because the file is read twice.", False),
+        ("In the previous chapter we read data from files.", True),
     ],
 )
 def test_a_sentence_pointing_elsewhere_is_a_signpost(sentence, signpost):

@@ -184,6 +184,30 @@ def _heading_like(paragraph: str, following: str) -> bool:
     )
 
 
+# A word or two standing alone between whole sentences ("in", "package", "foreign") is a
+# margin label or a cell the layout scattered into the text, not part of the next sentence.
+_FRAGMENT_WORDS = 2
+_CODE_LABEL = re.compile(r"[\\_.()=:]|[a-z][A-Z]")
+_ENDED = re.compile(r"[.!?。！？]\W{0,2}$")
+
+
+def _fragment(line: str, before: str, following: str) -> bool:
+    """A line of at most two words in lower case or a name ("in", "write.table"), with no
+    closing punctuation, between a finished sentence and one that opens with a capital or a
+    bracket: layout debris."""
+    words = line.split()
+    return (
+        0 < len(words) <= _FRAGMENT_WORDS
+        and (line.lstrip()[:1].islower() or bool(_CODE_LABEL.search(line)))
+        and not line.rstrip().endswith(("-", "–", ","))
+        and len(line.strip()) <= MIN_SENTENCE_CHARS
+        and not cjk_ratio(line)
+        and not _ENDED.search(line.strip())
+        and bool(_ENDED.search(before.strip()))
+        and bool(re.match(r"\s*(?:[\"“‘(\[]|[A-Z0-9\u00C0-\u024F])", following))
+    )
+
+
 def sentences(text: str) -> list[str]:
     """Sentences of a passage, whitespace collapsed and words cut at line ends whole again
     ("com- mands" read "commands"); headings kept apart from the sentence after them
@@ -198,10 +222,19 @@ def sentences(text: str) -> list[str]:
             blocks += [" ".join(current), paragraph]
             current = []
             continue
-        for line in paragraph.splitlines():
+        lines = paragraph.splitlines()
+        for j, line in enumerate(lines):
+            after = lines[j + 1] if j + 1 < len(lines) else following
             if _NUMBERED_HEADING.match(line) and not line.rstrip().endswith((".", ",", ";")):
                 blocks += [" ".join(current), line]
                 current = []
+            elif _fragment(line, current[-1] if current else "", after):
+                # A name in the margin ("\bibhang", "write.table") labels what follows; a
+                # stray word ("in", "package") belongs to nothing.
+                blocks.append(" ".join(current))
+                current = [line] if _CODE_LABEL.search(line) else []
+                if not current:
+                    blocks.append(line)
             else:
                 current.append(line)
     blocks.append(" ".join(current))

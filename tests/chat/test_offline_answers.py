@@ -184,6 +184,29 @@ def test_a_title_paragraph_is_not_run_into_the_sentence_after_it():
     ]
 
 
+def test_a_stray_word_of_the_layout_is_not_run_into_a_sentence():
+    """R-data.pdf's page 10 scatters a margin's words between its sentences: an answer read
+    "… reducing memory usage. in It is possible to use sink …". A stray word between two
+    sentences stands alone; a name in the margin labels the sentence after it."""
+    passage = (
+        "Writing them in blocks reduces memory usage.\n\nin\n\nIt is possible to use sink to "
+        "divert the standard R output to a file.\nThe options(width) setting may need to be "
+        "increased.\nin\n\n(The foreign package) uses write.table to produce a text file.\n\n"
+        "The references can be changed to bold face instead.\n\\bibhang\nThe list of "
+        "references uses a hanging indentation format.\n\nThe fields are listed here: ISBN\n"
+        "ISSN\nURL and DOI are printed in a special font."
+    )
+    assert sentences(passage) == [
+        "Writing them in blocks reduces memory usage.",
+        "It is possible to use sink to divert the standard R output to a file.",
+        "The options(width) setting may need to be increased.",
+        "(The foreign package) uses write.table to produce a text file.",
+        "The references can be changed to bold face instead.",
+        "\\bibhang The list of references uses a hanging indentation format.",
+        "The fields are listed here: ISBN ISSN URL and DOI are printed in a special font.",
+    ]
+
+
 def test_words_cut_at_a_line_end_are_quoted_whole_and_verified():
     """TeX's justified text cuts words at line ends: quotes read "commands", not "com- mands",
     and verification finds them in the page, which keeps the hyphen."""

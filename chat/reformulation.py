@@ -35,6 +35,7 @@ from chat.grounding import key_terms
 from chat.memory import without_statements
 from chat.models import Message
 from notebook import metrics
+from notebook.language import detect_language
 from notebook.textutil import cjk_ratio
 from search.texts import STOP_WORDS, hybrid_rank
 
@@ -57,10 +58,13 @@ SHORT_WORDS = 5  # a question of at most this many words leans on the conversati
 SHORT_CJK_CHARS = 7
 
 _TOPIC_SWITCH = re.compile(
-    r"^\W*(switching topics|change of topic|unrelated( question)?|another (thing|question)"
-    r"|different (question|topic)|separate question|new (question|topic)|on another note"
-    r"|something else|andere frage|anderes thema|noch eine andere frage|themenwechsel"
-    r"|et annet spørsmål|nytt spørsmål|noe annet|ny tema"
+    r"^\W*(switching (topics|subjects)|change of (topic|subject)|unrelated( question)?"
+    r"|another (thing|question|topic)|(a )?different (question|topic|subject)"
+    r"|separate question|new (question|topic|subject)|on (another|a different) note"
+    r"|something else|changing (the )?(topic|subject)|moving on\b"
+    r"|(switching|turning|moving on|let'?s (turn|switch|move on)) to [^:?]{1,40}:"
+    r"|andere frage|anderes thema|noch eine andere frage|themenwechsel|etwas anderes"
+    r"|et annet spørsmål|nytt spørsmål|noe annet|ny tema|bytte tema"
     r"|另外问一下|换个话题|换个问题|另一个问题|题外话)",
     re.IGNORECASE,
 )
@@ -79,6 +83,14 @@ _STRONG = {
     "dieser", "diesem", "diesen", "dieses", "dies",
     "den", "dem", "dens", "deres", "dette", "disse",
 }  # fmt: skip
+# German "die", "das", "den", "der" before a particle or at the end stand for something said
+# before ("Kann ich die auch kürzen?"); before a noun or an adjective they are articles.
+_GERMAN_DEMONSTRATIVE = re.compile(
+    r"\b(die|das|den|dem|der)\s+(auch|nicht|noch|dann|so|schon|bitte|ebenfalls|wirklich|mal|"
+    r"denn|doch|jetzt|trotzdem|überhaupt|irgendwie|einfach|genauso|gleichzeitig)\b"
+    r"|\b(die|das|den|dem)\s*[?!.]",
+)
+_NORWEGIAN_ONLY = {"den", "dem", "dens", "deres", "dette", "disse"}
 _WEAK = {"that", "this", "these", "those", "one", "ones", "both", "either", "same", "other", "two"}
 _CJK_ANAPHORS = re.compile(r"它|这个|那个|这种|那种|这些|那些|其|此|该|他们|她们|上面|前面")
 # A weak demonstrative points back when it follows one of these (or opens the question):
@@ -153,9 +165,14 @@ def looks_like_follow_up(question: str) -> bool:
     words = _lower_words(_DUMMY_IT.sub(" ", question))
     if len(words) <= SHORT_WORDS:
         return True
+    german = detect_language(question) == "de"
+    if german and _GERMAN_DEMONSTRATIVE.search(question):
+        return True
     names_something = bool(key_terms(question))
+    # "den", "dem" are Norwegian pronouns but German articles.
+    strong = _STRONG - _NORWEGIAN_ONLY if german else _STRONG
     for i, word in enumerate(words):
-        if word in _STRONG:
+        if word in strong:
             return True
         if word in _WEAK and not names_something:
             before = words[i - 1] if i else ""

@@ -29,6 +29,7 @@ FOLLOW_UPS = [
     "那要放在页面侧边的注释呢？",
     "能具体说说它的参数怎么用吗？",
     "Why?",
+    "Kann ich die auch links und rechts ein Stück kürzen?",
 ]
 SELF_CONTAINED = [
     "Switching topics: how can I read netCDF or HDF5 data files into R?",
@@ -38,6 +39,11 @@ SELF_CONTAINED = [
     "How can I formally test in R whether a sample looks normally distributed?",
     "With url.sty, how do I define my own \\email command that prints addresses in roman?",
     "Is it possible to read an Excel spreadsheet into R without Excel installed?",
+    "Switching to R: which environment variable decides where R puts its temporary directory?",
+    "Moving on to tables: how do I merge two cells?",
+    "Changing the subject, how do I colour a word red in LaTeX?",
+    "Wie setze ich die Linie unter dem Tabellenkopf mit booktabs?",
+    "Kann ich die Linien auch links und rechts kürzen?",
 ]
 
 

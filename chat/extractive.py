@@ -16,6 +16,7 @@ from typing import Any
 
 from chat.events import Event, Finished, Token
 from chat.grounding import (
+    ABSTAIN_SIMILARITY,
     Candidate,
     Evidence,
     key_terms,
@@ -36,6 +37,10 @@ MAX_PER_PASSAGE = 2
 # new. docs/chat.md has the sweep (0.03-0.2) this was chosen from.
 SAID_PENALTY = 0.05
 FOLLOWING_FLOOR = 0.5  # share of the best sentence's score the sentence after it must reach
+# A best sentence this close to the question mostly restates it ("Various environment
+# variables can be set to determine where R creates its temporary directory."): the sentence
+# after it comes along whenever it is about the question at all (ABSTAIN_SIMILARITY).
+RESTATEMENT_SIMILARITY = 0.8
 ABSTAIN_TEXT = (
     "The sources don't seem to contain an answer to this question. Try other words, or check "
     "that the right PDFs are attached and ready."
@@ -170,9 +175,11 @@ class ExtractiveAnswerer:
         # brings the sentence that follows it in its passage, unless that one is weak.
         by_place = {(c.n, c.position): c for c in evidence.ranked}
         after = by_place.get((best.n, best.position + 1))
+        restates = best.similarity >= RESTATEMENT_SIMILARITY
         if (
             chosen and chosen[0] is best and after is not None and _new(after, chosen)
-            and after.score >= best.score * FOLLOWING_FLOOR
+            and (after.score >= best.score * FOLLOWING_FLOOR
+                 or (restates and after.similarity >= ABSTAIN_SIMILARITY))
         ):  # fmt: skip
             chosen.append(after)
         # A sentence that leans on the one before it ("This is the only way to …") brings

@@ -294,6 +294,28 @@ def test_the_best_sentence_brings_the_one_after_it_that_answers(alice):
     assert "1 em" in done.content
 
 
+def test_a_best_sentence_that_restates_the_question_brings_the_next_one():
+    """R-admin's "Various environment variables can be set to determine where R creates its
+    per-session temporary directory." is the question said back (similarity 0.94); the next
+    sentence names TMPDIR but scores under half of it. A restatement brings the sentence
+    after it whenever that one is about the question at all; an ordinary best does not."""
+    from chat.extractive import ExtractiveAnswerer
+    from chat.grounding import Candidate, Evidence
+    from chat.modes import spec
+
+    def answer_to(similarity):
+        best = Candidate(1, 0, 0, "Variables decide where R puts its temporary directory.",
+                         similarity=similarity, coverage=0.67)  # fmt: skip
+        after = Candidate(1, 0, 1, "TMPDIR, TMP and TEMP are searched in turn.",
+                          similarity=0.49, coverage=0.1)  # fmt: skip
+        assert after.score < best.score * 0.5
+        chosen = ExtractiveAnswerer._choose(Evidence(ranked=[best, after]), spec("exploring"))
+        return [c.text for c in chosen]
+
+    assert len(answer_to(0.94)) == 2
+    assert len(answer_to(0.75)) == 1
+
+
 def test_a_follow_up_prefers_what_the_previous_answer_did_not_quote():
     """Exploring quotes three sentences: of two that score about the same for the last place,
     the one the previous answer already quoted gives way (SAID_PENALTY); with nothing said

@@ -124,7 +124,7 @@ class ExtractiveAnswerer:
             quotes.setdefault(c.n, []).append(c.text)
         yield Finished(
             confidence=confidence,
-            follow_ups=self._follow_ups(asked, passages, chosen, context),
+            follow_ups=self._follow_ups(asked, passages, chosen, context, names_from=question),
             abstained=False,
             quotes=quotes,
         )
@@ -219,11 +219,13 @@ class ExtractiveAnswerer:
     @staticmethod
     def _follow_ups(
         question: str, passages: list[dict[str, Any]], chosen: list[Candidate],
-        context: ToolContext,
+        context: ToolContext, names_from: str = "",
     ) -> list[str]:  # fmt: skip
         """Questions the sources can answer next: sections near the answer that the question
         did not ask about (real headings only, each found again by a keyword search), and a
-        name of the question the answer did not cover when the sources have it."""
+        name the user asked about (`names_from`, default the question; not the words a
+        follow-up's completion added) that the answer did not cover, when the sources have
+        it."""
         from search.retrieval import phrase_occurs, search
 
         scope = context.scope()
@@ -240,7 +242,9 @@ class ExtractiveAnswerer:
                 out.append(f"What does the section “{heading}” say?")
         covered = set().union(*(terms(c.text) for c in chosen)) if chosen else set()
         # Only a name or code the question gives (not "also", "work", …) is worth a search.
-        missing = [w for w in salient_terms(question) if terms(w) and not terms(w) <= covered]
+        missing = [
+            w for w in salient_terms(names_from or question) if terms(w) and not terms(w) <= covered
+        ]
         for word in missing[:2]:
             if len(out) < 3 and phrase_occurs(user=context.user, phrase=word, scope=scope):
                 out.append(f"Where do the sources mention “{word}”?")

@@ -244,6 +244,22 @@ def test_follow_up_suggestions_are_found_again_by_a_search(url_note):
         assert "on-line help" not in suggestion
 
 
+def test_a_follow_up_suggests_only_names_the_user_asked_about(url_note):
+    """A follow-up ("Will that also make them clickable in the PDF?") is searched with the
+    names of the answer before it, and offered "Where do the sources mention “UrlFont”?", a
+    name the user never asked about. The suggestion takes its names from the question."""
+    from chat.extractive import ExtractiveAnswerer
+    from chat.grounding import Candidate
+
+    context = ToolContext(user=url_note.notebook.owner, notebook=url_note.notebook, note=url_note)
+    chosen = [Candidate(1, 0, 0, "This package does not make hyper-links!")]
+    completed = "Will that also make them clickable in the PDF? UrlFont url package"
+    asked = "Will that also make them clickable in the PDF?"
+    suggest = ExtractiveAnswerer._follow_ups
+    assert suggest(completed, [], chosen, context) == ["Where do the sources mention “UrlFont”?"]
+    assert suggest(completed, [], chosen, context, names_from=asked) == []
+
+
 @pytest.mark.parametrize(("mode", "passages"), [("exploring", 8), ("research", 4), ("learning", 6)])
 def test_the_mode_sets_how_many_passages_are_searched(url_note, mode, passages):
     done = answer(url_note, QUESTION, mode=mode)

@@ -83,10 +83,11 @@ _STRONG = {
     "dieser", "diesem", "diesen", "dieses", "dies",
     "den", "dem", "dens", "deres", "dette", "disse",
 }  # fmt: skip
-# German "die", "das", "den", "der" before a particle or at the end stand for something said
-# before ("Kann ich die auch kürzen?"); before a noun or an adjective they are articles.
+# German "die", "das", "den", "dem", "der" before a particle or at the end stand for something
+# said before ("Kann ich die auch kürzen?"); before a noun or an adjective they are articles,
+# after a comma relative pronouns ("ein Befehl, der auch Farben kann").
 _GERMAN_DEMONSTRATIVE = re.compile(
-    r"\b(die|das|den|dem|der)\s+(auch|nicht|noch|dann|so|schon|bitte|ebenfalls|wirklich|mal|"
+    r"(?<!, )\b(die|das|den|dem|der)\s+(auch|nicht|noch|dann|so|schon|bitte|ebenfalls|wirklich|mal|"
     r"denn|doch|jetzt|trotzdem|überhaupt|irgendwie|einfach|genauso|gleichzeitig)\b"
     r"|\b(die|das|den|dem)\s*[?!.]",
 )

@@ -44,6 +44,7 @@ SELF_CONTAINED = [
     "Changing the subject, how do I colour a word red in LaTeX?",
     "Wie setze ich die Linie unter dem Tabellenkopf mit booktabs?",
     "Kann ich die Linien auch links und rechts kürzen?",
+    "Gibt es bei booktabs einen Befehl, der auch farbige Linien zeichnen kann?",
 ]
 
 

@@ -75,13 +75,14 @@ _ELLIPTIC = re.compile(
     r"|^\W*(那|那么|那要|还有|可是|但是|而且)",
     re.IGNORECASE,
 )
-# Words that point back at something the question does not name (by language).
-_STRONG = {
+# Words that point back at something the question does not name (by language); the Norwegian
+# ones ("den", "dem") are German articles too, so a German question leaves them out.
+_NORWEGIAN_ONLY = {"den", "dem", "dens", "deres", "dette", "disse"}
+_STRONG = _NORWEGIAN_ONLY | {
     "it", "its", "itself", "they", "them", "their", "theirs", "former", "latter", "such",
     "es", "ihn", "ihm", "sein", "seine", "seiner", "seinen", "seinem", "ihre", "ihren", "ihrem",
     "damit", "dafür", "davon", "dazu", "darin", "daran", "dabei", "damals", "dort", "diese",
     "dieser", "diesem", "diesen", "dieses", "dies",
-    "den", "dem", "dens", "deres", "dette", "disse",
 }  # fmt: skip
 # German "die", "das", "den", "dem", "der" before a particle or at the end stand for something
 # said before ("Kann ich die auch kürzen?"); before a noun or an adjective they are articles,
@@ -91,7 +92,6 @@ _GERMAN_DEMONSTRATIVE = re.compile(
     r"denn|doch|jetzt|trotzdem|überhaupt|irgendwie|einfach|genauso|gleichzeitig)\b"
     r"|\b(die|das|den|dem)\s*[?!.]",
 )
-_NORWEGIAN_ONLY = {"den", "dem", "dens", "deres", "dette", "disse"}
 _WEAK = {"that", "this", "these", "those", "one", "ones", "both", "either", "same", "other", "two"}
 _CJK_ANAPHORS = re.compile(r"它|这个|那个|这种|那种|这些|那些|其|此|该|他们|她们|上面|前面")
 # A weak demonstrative points back when it follows one of these (or opens the question):
@@ -170,7 +170,6 @@ def looks_like_follow_up(question: str) -> bool:
     if german and _GERMAN_DEMONSTRATIVE.search(question):
         return True
     names_something = bool(key_terms(question))
-    # "den", "dem" are Norwegian pronouns but German articles.
     strong = _STRONG - _NORWEGIAN_ONLY if german else _STRONG
     for i, word in enumerate(words):
         if word in strong:

@@ -26,7 +26,7 @@ from django_ratelimit.core import get_usage
 if TYPE_CHECKING:
     from notebook.types import User
 
-Scope = Literal["chat", "upload", "preview", "token", "signup"]
+Scope = Literal["chat", "upload", "preview", "token", "signup", "note", "reprocess"]
 
 _PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 # In the language of the request that was refused (the API's is always English).
@@ -46,6 +46,13 @@ _TOO_FAST = {
     ),
     "signup": gettext_lazy(
         "Too many sign-up attempts from your address (at most %(limit)s %(per)s). "
+        "Try again in %(wait)s."
+    ),
+    "note": gettext_lazy(
+        "You are saving notes too fast (at most %(limit)s %(per)s). Try again in %(wait)s."
+    ),
+    "reprocess": gettext_lazy(
+        "You are reprocessing sources too fast (at most %(limit)s %(per)s). "
         "Try again in %(wait)s."
     ),
 }

@@ -249,6 +249,11 @@ RATE_LIMITS = {
     "preview": env_rate("PREVIEW_RATE_LIMIT", "120/m"),
     "token": env_rate("TOKEN_FAILURE_RATE_LIMIT", "20/m"),
     "signup": env_rate("SIGNUP_RATE_LIMIT", "10/h"),
+    # Note writes that (re)index a note: creating one, changing its text, a text file
+    # uploaded as a note. Each queues background work, so they are limited like uploads.
+    "note": env_rate("NOTE_RATE_LIMIT", "30/m"),
+    # Reprocessing a source runs its whole ingestion again.
+    "reprocess": env_rate("REPROCESS_RATE_LIMIT", "10/m"),
 }
 # Counted where every process (web, worker, several web servers) sees the same numbers: Redis
 # when there is one, else a PostgreSQL table (created by accounts' migration 0002) with an

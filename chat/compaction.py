@@ -39,6 +39,7 @@ from pydantic import BaseModel, field_validator
 
 from chat import prompts
 from chat.models import Conversation, ConversationSummary, Message
+from core.jobs import job_submit
 from notebook.textutil import clip
 
 logger = logging.getLogger(__name__)
@@ -154,14 +155,18 @@ def schedule_compaction_if_needed(conversation_id: int) -> bool:
 
 
 def _enqueue(conversation_id: int, *, force: bool) -> None:
-    def enqueue() -> None:
-        from django_q.tasks import async_task
-
-        async_task(
-            "chat.compaction.compaction_task", conversation_id, force, group="compact-conversation"
-        )
-
-    transaction.on_commit(enqueue, robust=True)
+    """Queue a compaction as the conversation owner's job (core.jobs: fair per user), sent
+    when the current transaction commits."""
+    owner_id = (
+        Conversation.objects.filter(pk=conversation_id).values_list("owner_id", flat=True).first()
+    )
+    job_submit(
+        "chat.compaction.compaction_task",
+        conversation_id,
+        force,
+        user_id=owner_id,
+        group="compact-conversation",
+    )
 
 
 def compaction_task(conversation_id: int | str, force: bool = False) -> int:

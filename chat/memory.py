@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict
 from chat.llm.structured import structured_call
 from chat.models import Memory, Message
 from chat.selectors import memory_list
+from core.jobs import job_submit
 from notebook.embeddings import get_embedder
 
 if TYPE_CHECKING:
@@ -364,14 +365,13 @@ def schedule_memory_extraction(message: Message) -> None:
                              message_id)  # fmt: skip
 
     def enqueue() -> None:
-        from django_q.tasks import async_task
-
-        async_task(
+        # The conversation owner's job (core.jobs: fair per user); one attempt: a failed run
+        # is logged, nothing is worth a second one.
+        job_submit(
             "chat.tasks.extract_memories",
             message_id,
+            user_id=message.conversation.owner_id,
             group="memories",
-            ack_failure=True,  # a failed run is logged; nothing is worth a second one
-            timeout=int(EXTRACTION_TIMEOUT * 3) + 30,
         )
 
     def safely() -> None:

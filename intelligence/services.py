@@ -23,6 +23,7 @@ from django.utils import timezone
 from django.utils.translation import gettext
 
 from attachments.models import DocumentPage, NoteAttachment, SourceProfile
+from core.jobs import job_submit
 from intelligence import extraction
 from intelligence.classifier import TYPES, classify
 from intelligence.llm import llm_classify, llm_extract
@@ -51,10 +52,15 @@ def canonical_text(*, better_name: str, doc_type: str, extracted: dict[str, Any]
 
 
 def _enqueue(profile_id: int, token: int) -> None:
+    """Queue a run as the uploader's job (core.jobs: fair per user); one attempt, the
+    reaper's requeue is the retry."""
     try:
-        from django_q.tasks import async_task
-
-        async_task(TASK, profile_id, token, group="profiles", ack_failure=True)
+        uploader = (
+            SourceProfile.objects.filter(pk=profile_id)
+            .values_list("attachment__uploaded_by_id", flat=True)
+            .first()
+        )
+        job_submit(TASK, profile_id, token, user_id=uploader, group="profiles")
     except Exception:
         logger.exception("could not queue profile %s #%s", profile_id, token)
 
@@ -78,7 +84,7 @@ def profile_request(*, attachment_id: int) -> SourceProfile | None:
         )
         profile.refresh_from_db()
         pk, token = profile.pk, profile.token
-        transaction.on_commit(lambda: _enqueue(pk, token))
+        _enqueue(pk, token)  # its ticket goes out on commit
     return profile
 
 

@@ -72,6 +72,7 @@ INSTALLED_APPS = [
     "axes",
     "django_ratelimit",
     "notebook",
+    "core",
     "accounts",
     "notes",
     "attachments",

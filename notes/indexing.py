@@ -7,6 +7,7 @@ import logging
 
 from django.db import connection, transaction
 
+from core.jobs import job_submit
 from notebook.embeddings import embedding_model_name, get_embedder
 from notebook.language import (
     WORD_COUNT_SQL,
@@ -47,14 +48,13 @@ def note_index_text(*, note_id: int) -> None:
 
 
 def note_enqueue_embedding(*, note_id: int) -> None:
-    """Embed the note once the surrounding transaction commits."""
-
-    def enqueue() -> None:
-        from django_q.tasks import async_task
-
-        async_task("notes.tasks.embed_note", note_id, group="embed-note")
-
-    transaction.on_commit(enqueue)
+    """Embed the note in the background, as its author's job (core.jobs: fair per user),
+    queued once the surrounding transaction commits. A run that fails is tried again: a note
+    has no reaper of its own."""
+    author_id = Note.objects.filter(pk=note_id).values_list("author_id", flat=True).first()
+    job_submit(
+        "notes.tasks.embed_note", note_id, user_id=author_id, group="embed-note", max_attempts=3
+    )
 
 
 def note_embed(*, note_id: int) -> bool:

@@ -6,11 +6,10 @@ Callers pass objects fetched through attachments.selectors (already authorized f
 from __future__ import annotations
 
 import logging
-import time
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.files.uploadedfile import UploadedFile
 from django.db import IntegrityError, transaction
@@ -26,6 +25,8 @@ from attachments.validation import (
     validate_image_upload,
     validate_pdf_upload,
 )
+from core.jobs import job_submit
+from core.quota import lock_storage_of
 from notes.models import Note, Notebook
 from notes.services import note_create
 
@@ -55,23 +56,43 @@ class DuplicateAttachment(ValidationError):
         self.existing = existing
 
 
-def enqueue_ingest(attachment_id: int) -> None:
-    """Queue one ingestion run. A run that fails has already marked its file failed, so
-    django-q must not deliver the task again (ack_failure); reruns are the reaper's and the
-    backoff schedule's decision, never the queue's."""
-    from django_q.tasks import async_task
-
-    async_task(
+def enqueue_ingest(attachment_id: int, *, not_before: datetime | None = None) -> None:
+    """Queue one ingestion run (now, or at `not_before`) as the uploader's job (core.jobs:
+    fair per user), sent when the current transaction commits. A run that fails has already
+    marked its file failed, so the job is never run again by the queue (one attempt); reruns
+    are the reaper's and the backoff's decision."""
+    job_submit(
         "attachments.tasks.ingest_attachment",
         attachment_id,
-        task_name=f"ingest-{attachment_id}-{int(time.time())}",
+        user_id=_uploader(attachment_id),
         group="ingest",
-        ack_failure=True,
+        not_before=not_before,
+    )
+
+
+def enqueue_reembed(attachment_id: int, *, group: str = "reembed") -> None:
+    """Queue embedding a ready file's chunks again (an operator's command) as the uploader's
+    job, so a re-embedding of the whole library takes turns with users' own work."""
+    job_submit(
+        "attachments.tasks.reembed_attachment",
+        attachment_id,
+        user_id=_uploader(attachment_id),
+        group=group,
+    )
+
+
+def _uploader(attachment_id: int) -> int | None:
+    """Whose turn an ingestion takes (core.jobs): the uploader's."""
+    return (
+        NoteAttachment.objects.filter(pk=attachment_id)
+        .values_list("uploaded_by_id", flat=True)
+        .first()
     )
 
 
 def _enqueue_on_commit(attachment_id: int) -> None:
-    transaction.on_commit(lambda: enqueue_ingest(attachment_id))
+    """Queue the run in the current transaction; its ticket goes out when that commits."""
+    enqueue_ingest(attachment_id)
 
 
 def unlocked_path(attachment: NoteAttachment) -> Path:
@@ -100,22 +121,9 @@ def _validate(*, user: User, uploaded: UploadedFile[bytes], kind: SourceKind) ->
 
 
 def _lock_uploads_of(user: User) -> None:
-    """Serialise this user's uploads until the end of the current transaction.
-
-    The lock is the user's row, FOR NO KEY UPDATE: a second upload of the same user waits here
-    until the first commits or rolls back, and then (READ COMMITTED: each statement sees what
-    is committed when it starts) its quota check counts the first one's row. NO KEY, because
-    inserting rows that point to the user (notes, messages) takes FOR KEY SHARE on it, which
-    this does not block; a plain FOR UPDATE would stall all of them for the insert's duration.
-    Usage is the Sum of the user's rows, recomputed under the lock, so deletes (also the
-    cascades of deleting a note or notebook, which bypass our services) keep it exact.
-    """
-    list(
-        get_user_model()
-        .objects.select_for_update(no_key=True)
-        .filter(pk=user.pk)
-        .values_list("pk", flat=True)
-    )
+    """Serialise this user's stores (uploads, notes) until the end of the current transaction:
+    core.quota.lock_storage_of."""
+    lock_storage_of(user_id=user.pk)
 
 
 def attachment_upload(

@@ -35,7 +35,7 @@ from attachments.pdf.extract import (
     ocr_pages,
 )
 from attachments.pdf.layout import Boilerplate, find_boilerplate
-from attachments.services.files import unlocked_path
+from attachments.services.files import enqueue_ingest, unlocked_path
 from attachments.services.reuse import (
     COPIED_FIELDS,
     copy_ingested,
@@ -233,8 +233,6 @@ def _after_ready(attachment_id: int) -> None:
 
 
 def _retry_later(run: _Run, reason: str) -> None:
-    from django_q.models import Schedule
-
     delay = RETRY_BACKOFF[min(run.token, len(RETRY_BACKOFF)) - 1]
     due = timezone.now() + timedelta(seconds=delay)
     run.end(
@@ -242,15 +240,7 @@ def _retry_later(run: _Run, reason: str) -> None:
         error=f"Will retry in {delay} s: {reason}"[:1000],
         not_before=due,
     )
-    Schedule.objects.create(
-        name=f"retry ingest {run.attachment.pk} #{run.token}",
-        func="attachments.tasks.ingest_attachment",
-        args=str(run.attachment.pk),
-        kwargs="{'q_options': {'ack_failure': True}}",  # as enqueue_ingest
-        schedule_type=Schedule.ONCE,
-        repeats=1,
-        next_run=due,
-    )
+    enqueue_ingest(run.attachment.pk, not_before=due)
 
 
 def _source(attachment: NoteAttachment) -> Path:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import time
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -21,6 +20,7 @@ from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
 from attachments.models import NoteAttachment
+from core.jobs import job_submit
 from guides.models import Guide
 from notes.models import Notebook
 
@@ -62,31 +62,13 @@ def notebook_fingerprint(*, notebook_id: int) -> str:
 
 
 def enqueue_guide(guide_id: int, token: int, due: datetime | None = None) -> None:
-    """Queue one run for this token, now or at `due`. A failed run has marked its guide
-    already, so the queue never delivers it again (ack_failure); retries are ours."""
-    from django_q.models import Schedule
-    from django_q.tasks import async_task
-
-    options = {"ack_failure": True}
-    if due is None:
-        async_task(
-            TASK,
-            guide_id,
-            token,
-            task_name=f"guide-{guide_id}-{token}-{int(time.time())}",
-            group="guides",
-            **options,
-        )
-        return
-    Schedule.objects.create(
-        name=f"guide {guide_id} #{token}",
-        func=TASK,
-        args=f"({guide_id}, {token})",
-        kwargs=f"{{'q_options': {options!r}}}",
-        schedule_type=Schedule.ONCE,
-        repeats=1,
-        next_run=due,
+    """Queue one run for this token, now or at `due`, as the notebook owner's job
+    (core.jobs: fair per user). A failed run has marked its guide already, so the queue
+    never runs it again (one attempt); retries are ours."""
+    owner_id = (
+        Guide.objects.filter(pk=guide_id).values_list("notebook__owner_id", flat=True).first()
     )
+    job_submit(TASK, guide_id, token, user_id=owner_id, group="guides", not_before=due)
 
 
 def _request(guide: Guide, *, wanted: str, delay: int) -> bool:

@@ -14,12 +14,15 @@ from django_q.tasks import async_task, result
 
 from attachments import services
 from attachments.models import NoteAttachment
+from core.jobs import TICKET
+from core.models import Job
 from tests.conftest import upload
 from tests.factories import NotebookFactory, NoteFactory
 from tests.workers import run_worker
 
 # --- A minimal PDF writer: objects numbered from 1 (1 is the catalog, 2 the root /Pages).
 
+INGEST = "attachments.tasks.ingest_attachment"
 CATALOG = b"<< /Type /Catalog /Pages 2 0 R >>"
 FONT = b"<< /Font << /F1 << /Type /Font /Subtype /Type1 /BaseFont /Helvetica >> >> >>"
 FORM = b"/Type /XObject /Subtype /Form /BBox [0 0 612 792]"
@@ -230,11 +233,14 @@ def test_hostile_pdfs_fail_with_a_reason_once_and_spare_the_worker_and_other_use
     assert normal.status == "ready", normal.error
     assert normal.chunks.exists()
 
-    # Each file was run once: one claim, one task, delivered once, nothing left to redeliver.
+    # Each file was run once: one claim, one job run once, every ticket delivered once,
+    # nothing left to redeliver.
     for name, attachment in hostile.items():
         assert attachment.attempts == 1, name
-        tasks = Task.objects.filter(name__startswith=f"ingest-{attachment.pk}-")
-        assert list(tasks.values_list("attempt_count", flat=True)) == [1], name
+        (job,) = Job.objects.filter(func=INGEST, args=[attachment.pk])
+        assert (job.state in {"done", "failed"}, job.attempts) == (True, 1), (name, job.error)
+    tickets = Task.objects.filter(func=TICKET)
+    assert set(tickets.values_list("attempt_count", flat=True)) == {1}
     # The reaper leaves finished files alone, however old.
     settings.INGEST_STALE_SECONDS = 0
     assert services.attachment_reap_stuck() == 0
@@ -257,6 +263,9 @@ def test_a_run_past_the_task_timeout_fails_once_and_the_worker_goes_on(alice, no
     assert slow.status == "failed"
     assert "Processing took longer than 10 seconds, the limit" in slow.error
     assert slow.attempts == 1
-    tasks = Task.objects.filter(name__startswith=f"ingest-{slow.pk}-")
-    assert list(tasks.values_list("attempt_count", "success")) == [(1, False)]
+    (job,) = Job.objects.filter(func=INGEST, args=[slow.pk])
+    assert (job.state, job.attempts) == ("failed", 1)
+    assert "longer than 10 seconds" in job.error
+    (ticket,) = [t for t in Task.objects.filter(func=TICKET) if t.args == (job.pk,)]
+    assert (ticket.attempt_count, ticket.success) == (1, False)  # ended by the timeout
     assert "reincarnated worker" in log.read_text()

@@ -137,14 +137,16 @@ def test_password_flow_locks_after_three_wrong_attempts(
 
     from django_q.models import OrmQ
 
-    (queued,) = OrmQ.objects.all()
-    assert queued.task["args"] == (attachment.pk,)  # the task carries the id, nothing else
+    from core.models import Job
+
+    (queued,) = Job.objects.filter(func="attachments.tasks.ingest_attachment")
+    assert queued.args == [attachment.pk]  # the job carries the id, nothing else
 
     attachment = ingest(attachment)
     assert attachment.status == "ready"
     assert attachment.page_count == 6
     assert not services.unlocked_path(attachment).exists()  # the decrypted copy is gone
-    stored = str(list(NoteAttachment.objects.values())) + str(list(OrmQ.objects.values()))
+    stored = str([list(model.objects.values()) for model in (NoteAttachment, OrmQ, Job)])
     assert "opensesame" not in stored
     assert keyword_hits(attachment, "hyperref")
 
@@ -264,19 +266,21 @@ def test_remote_embeddings_survive_a_429(alice, note, remote_embeddings):
 def test_remote_embeddings_down_means_retry_later_then_fail(
     alice, note, remote_embeddings, settings
 ):
-    from django_q.models import Schedule
+    from core.models import Job
 
     remote_embeddings.always = 503
     attachment = ingest(upload(alice, note, "url.pdf"))
     assert attachment.status == "pending"
     assert attachment.error.startswith("Will retry in 30 s")
-    (retry,) = Schedule.objects.filter(func="attachments.tasks.ingest_attachment")
-    assert attachment.not_before == retry.next_run
+    (retry,) = Job.objects.filter(
+        func="attachments.tasks.ingest_attachment", not_before__isnull=False
+    )
+    assert attachment.not_before == retry.not_before  # its ticket fires then (core.jobs)
     assert attachment.chunks.exists()  # keyword search works while embeddings wait
     assert ingest(attachment).attempts == 1  # any task before the retry is due leaves it be
 
     NoteAttachment.objects.filter(pk=attachment.pk).update(
-        attempts=settings.INGEST_MAX_ATTEMPTS - 1, not_before=retry.next_run - timedelta(hours=1)
+        attempts=settings.INGEST_MAX_ATTEMPTS - 1, not_before=retry.not_before - timedelta(hours=1)
     )  # the retry is due
     attachment = ingest(attachment)
     assert attachment.status == "failed"

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 from django.db import connection
 from django.test import Client
-from django_q.models import OrmQ
 
 from accounts.services import api_token_create
 from chat import compaction
@@ -33,6 +32,7 @@ from chat.llm.budget import TRUNCATED, ChatMessage, ContextBudget, Framed
 from chat.models import Conversation, ConversationSummary, Message
 from chat.services import conversation_create, message_ask
 from chat.tools import ToolContext
+from core.models import Job
 from tests.attachments.test_pipeline import ingest
 from tests.conftest import upload
 from tests.factories import NotebookFactory, NoteFactory
@@ -196,15 +196,16 @@ def test_more_than_30_uncompacted_messages_queue_a_compaction(
     assert compaction_due(conversation.pk) is None  # 30
     with django_capture_on_commit_callbacks(execute=True):
         assert schedule_compaction_if_needed(conversation.pk) is False
-    assert not OrmQ.objects.exists()
+    assert not Job.objects.exists()
     exchanges(conversation, 1, start=16)
     assert compaction_due(conversation.pk) == "messages"
     with django_capture_on_commit_callbacks(execute=True):
         assert schedule_compaction_if_needed(conversation.pk) is True
-    (queued,) = OrmQ.objects.all()
-    assert queued.task["func"] == "chat.compaction.compaction_task"
-    assert queued.task["args"] == (conversation.pk, False)  # ids only
-    assert compaction_task(*queued.task["args"]) == 20
+    (queued,) = Job.objects.all()
+    assert queued.func == "chat.compaction.compaction_task"
+    assert queued.args == [conversation.pk, False]  # ids only
+    assert queued.user_id == conversation.owner_id  # the owner's turn (core.jobs)
+    assert compaction_task(*queued.args) == 20
     assert compaction_due(conversation.pk) is None
 
 
@@ -222,9 +223,9 @@ def test_too_many_tokens_queue_a_compaction_of_everything_older(
     assert compaction_due(conversation.pk) == "tokens"
     with django_capture_on_commit_callbacks(execute=True):
         schedule_compaction_if_needed(conversation.pk)
-    (queued,) = OrmQ.objects.all()
-    assert queued.task["args"] == (conversation.pk, True)
-    assert compaction_task(*queued.task["args"]) == 2  # all but the last 10, a short batch
+    (queued,) = Job.objects.all()
+    assert queued.args == [conversation.pk, True]
+    assert compaction_task(*queued.args) == 2  # all but the last 10, a short batch
     assert compacted_ids(conversation) == [messages[0].pk, messages[1].pk]
 
 
@@ -474,9 +475,9 @@ def test_with_a_model_compacting_now_is_bounded_and_the_rest_is_queued(
         body = alice_api.post(f"/api/conversations/{conversation.pk}/compact").json()
     assert (body["compacted"], body["created"], body["remaining"]) == (40, 2, 20)
     assert len(fake.summary_requests) == compaction.BATCHES_NOW == 2
-    (queued,) = OrmQ.objects.all()
-    assert queued.task["args"] == (conversation.pk, True)
-    assert compaction_task(*queued.task["args"]) == 20
+    (queued,) = Job.objects.all()
+    assert queued.args == [conversation.pk, True]
+    assert compaction_task(*queued.args) == 20
     assert conversation.summaries.count() == 3
 
 

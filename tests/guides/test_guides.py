@@ -18,6 +18,7 @@ from chat import services as chat_services
 from chat.citations import normalise, quotable
 from chat.grounding import sentences
 from chat.llm.server import forget_servers
+from core.models import Job
 from guides import services
 from guides.models import Guide
 from guides.services import content
@@ -250,9 +251,10 @@ def test_the_delayed_refresh_is_queued_once_on_commit(
             guide = services.guide_request_notebook(notebook_id=world.book.pk)
             Guide.objects.filter(pk=guide.pk).update(wanted="changed")
     (scheduled,) = Schedule.objects.exclude(pk__in=before)
-    assert scheduled.func == "guides.tasks.write_guide"
-    assert scheduled.args == f"({guide.pk}, {guide.token})"
-    assert scheduled.next_run == guide.not_before
+    (job,) = Job.objects.filter(func="guides.tasks.write_guide", not_before=guide.not_before)
+    assert (job.args, job.user_id) == ([guide.pk, guide.token], world.alice.pk)
+    assert (scheduled.func, scheduled.args) == ("core.jobs.job_run_next", f"({job.pk},)")
+    assert scheduled.next_run == guide.not_before  # the job's ticket fires when it is due
     # Not due yet: a task delivered early claims nothing.
     services.guide_write(guide_id=guide.pk, token=guide.token)
     guide.refresh_from_db()

@@ -134,8 +134,8 @@ class Command(BaseCommand):
             if options["sync"]:
                 services.attachment_reembed(attachment_id=pk)
             else:
-                from django_q.tasks import async_task
+                from attachments.services.files import enqueue_reembed
 
-                async_task("attachments.tasks.reembed_attachment", pk, group="reembed")
+                enqueue_reembed(pk, group="reembed")
         verb = "Re-embedded" if options["sync"] else "Queued for re-embedding:"
         self.stdout.write(self.style.SUCCESS(f"{verb} {len(ids)} attachment(s) with {model}."))

@@ -60,9 +60,9 @@ class Command(BaseCommand):
             if options["dry_run"] or not stale.exists():
                 continue
             if options["queue"]:
-                from django_q.tasks import async_task
+                from attachments.services.files import enqueue_reembed
 
-                async_task("attachments.tasks.reembed_attachment", pk, group="reindex")
+                enqueue_reembed(pk, group="reindex")
             else:
                 services.attachment_reembed(attachment_id=pk)
         summary = f"{changed} attachment(s) {'to re-chunk' if options['dry_run'] else 're-chunked'}"

@@ -142,6 +142,7 @@ def submit_attachment_password(
 @router.post("/attachments/{attachment_id}/reprocess", response=AttachmentOut)
 def reprocess_attachment(request: AuthenticatedHttpRequest, attachment_id: int) -> NoteAttachment:
     attachment = selectors.attachment_get(user=request.user, attachment_id=attachment_id)
+    rate_limit(scope="reprocess", key=user_key(request.user))  # 429 beyond it (notebook.api)
     return services.attachment_reprocess(attachment=attachment)
 
 

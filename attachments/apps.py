@@ -36,7 +36,11 @@ class AttachmentsConfig(AppConfig):
         from django_q.signals import post_spawn
 
         from attachments.models import NoteAttachment
+        from attachments.selectors import uploaded_bytes
         from attachments.services.files import remove_files_when_deleted
+        from core.quota import register_usage
+
+        register_usage("attachments", uploaded_bytes)
 
         post_delete.connect(
             remove_files_when_deleted, sender=NoteAttachment, dispatch_uid="attachment_files"

@@ -63,8 +63,9 @@ def attachment_pages(*, user: User, attachment_id: int) -> QuerySet[DocumentPage
     return DocumentPage.objects.filter(attachment=attachment).order_by("number")
 
 
-def storage_used(*, user: User) -> int:
-    """Bytes of PDFs this user uploaded (what the quota counts)."""
+def uploaded_bytes(user_id: int) -> int:
+    """Bytes of the files this user uploaded (their share of the quota, core.quota)."""
     from django.db.models import Sum
 
-    return NoteAttachment.objects.filter(uploaded_by=user).aggregate(s=Sum("size"))["s"] or 0
+    total = NoteAttachment.objects.filter(uploaded_by_id=user_id).aggregate(s=Sum("size"))["s"]
+    return int(total or 0)

@@ -17,11 +17,10 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.files.uploadedfile import UploadedFile
-from django.db.models import Sum
 from django.utils.formats import number_format
 from django.utils.translation import gettext
 
-from attachments.models import NoteAttachment
+from core import quota
 
 if TYPE_CHECKING:
     from notebook.types import User
@@ -136,7 +135,7 @@ def download_name(name: str, extension: str = ".pdf") -> str:
 
 
 def _human(size: int) -> str:
-    return f"{size / MB:.1f} MB" if size >= MB / 10 else f"{size / 1024:.0f} KB"
+    return quota.human_size(size)
 
 
 def validate_pdf_upload(*, user: User, uploaded: UploadedFile[bytes]) -> ValidatedUpload:
@@ -189,26 +188,10 @@ def validate_pdf_upload(*, user: User, uploaded: UploadedFile[bytes]) -> Validat
 
 
 def check_quota(*, user: User, name: str, size: int) -> None:
-    """Raise ValidationError(code="quota") unless `size` more bytes fit in the user's quota.
-    Only exact while the caller holds the user's upload lock (attachment_upload does)."""
-    used = (
-        NoteAttachment.objects.filter(uploaded_by=user).aggregate(total=Sum("size"))["total"] or 0
-    )
-    quota = settings.USER_QUOTA_MB * MB
-    if used + size > quota:
-        raise ValidationError(
-            gettext(
-                "“%(name)s” (%(size)s) does not fit in your storage: %(used)s of %(quota)s MB "
-                "used. Delete some files first."
-            )
-            % {
-                "name": name,
-                "size": _human(size),
-                "used": _human(used),
-                "quota": settings.USER_QUOTA_MB,
-            },
-            code="quota",
-        )
+    """Raise ValidationError(code="quota") unless `size` more bytes fit in the user's quota
+    (core.quota: files, notes and text sources all count). Only exact while the caller holds
+    the user's storage lock (attachment_upload does)."""
+    quota.check_quota(user_id=user.pk, name=name, size=size)
 
 
 def _inspect_structure(uploaded: UploadedFile[bytes], name: str) -> tuple[int | None, bool]:

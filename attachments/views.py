@@ -337,12 +337,21 @@ RUNNING_LINE_TITLE = gettext_lazy(
 def attachment_reprocess(request: AuthenticatedHttpRequest, attachment_id: int) -> HttpResponse:
     attachment = selectors.attachment_get(user=request.user, attachment_id=attachment_id)
     error = ""
+    refused: RateLimited | None = None
     try:
+        rate_limit(scope="reprocess", key=user_key(request.user))
         attachment = services.attachment_reprocess(attachment=attachment)
+    except RateLimited as exc:
+        error, refused = exc.message, exc
     except ValidationError as exc:
         error = " ".join(exc.messages)
     if request.htmx:
-        return _row(request, attachment, error=error)
+        row = _row(request, attachment, error=error)
+        return too_many_requests(row, refused) if refused else row
+    if refused:
+        return rate_limited_page(
+            request, refused, back_url=reverse("notes:note_detail", args=[attachment.note_id])
+        )
     if error:
         messages.error(request, error)
     return redirect("notes:note_detail", note_id=attachment.note_id)

@@ -17,7 +17,13 @@ from chat.forms import AskForm, RenameForm
 from chat.models import Conversation, Message
 from chat.rendering import present
 from chat.workspace_views import workspace_url
-from notebook.ratelimit import RateLimited, too_many_requests
+from notebook.ratelimit import (
+    RateLimited,
+    rate_limit,
+    rate_limited_page,
+    too_many_requests,
+    user_key,
+)
 from notebook.types import AuthenticatedHttpRequest
 from notes.selectors import note_get, note_list, notebook_get
 
@@ -232,17 +238,25 @@ def message_save(request: AuthenticatedHttpRequest, message_id: int) -> HttpResp
             note = note_get(user=request.user, note_id=int(note_id))
         else:
             error = _("Choose a note from the list.")
+    refused: RateLimited | None = None
     if not error:
         try:
+            rate_limit(scope="note", key=user_key(request.user))  # the note is indexed again
             note = saving.answer_save_to_note(user=request.user, answer=message, note=note)
+        except RateLimited as exc:
+            error, refused = exc.message, exc
         except ValidationError as exc:
             error = " ".join(exc.messages)
     context = {"message": message, "note": note, "error": error}
     if request.htmx:
         response = render(request, "chat/_saved.html", context, status=400 if error else 200)
+        if refused:
+            return too_many_requests(response, refused)
         if not error:
             response["HX-Trigger"] = "notes-changed"
         return response
+    if refused:
+        return rate_limited_page(request, refused, back_url=_answer_url(conversation, message))
     if error:
         messages.error(request, error)
     else:

@@ -6,6 +6,7 @@ from django.db.models import QuerySet
 from ninja import Router, Status
 from ninja.pagination import LimitOffsetPagination, paginate
 
+from notebook.ratelimit import rate_limit, user_key
 from notebook.types import AuthenticatedHttpRequest
 from notes import selectors, services
 from notes.models import Note, Notebook
@@ -65,6 +66,7 @@ def create_note(
     request: AuthenticatedHttpRequest, notebook_id: int, payload: NoteIn
 ) -> Status[Note]:
     notebook = selectors.notebook_get(user=request.user, notebook_id=notebook_id)
+    rate_limit(scope="note", key=user_key(request.user))  # 429 beyond it (notebook.api)
     note = services.note_create(
         notebook=notebook, author=request.user, title=payload.title, body=payload.body
     )
@@ -79,6 +81,8 @@ def retrieve_note(request: AuthenticatedHttpRequest, note_id: int) -> Note:
 @router.patch("/notes/{note_id}", response=NoteOut, tags=["notes"])
 def update_note(request: AuthenticatedHttpRequest, note_id: int, payload: NotePatch) -> Note:
     note = selectors.note_get(user=request.user, note_id=note_id)
+    if payload.title is not None or payload.body is not None:  # the text changes: reindexed
+        rate_limit(scope="note", key=user_key(request.user))
     return services.note_update(note=note, title=payload.title, body=payload.body)
 
 

@@ -8,10 +8,12 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import BigIntegerField, F, Func, Sum
 from django.utils import timezone
 from django.utils.formats import number_format
 from django.utils.translation import gettext, gettext_noop
 
+from core.quota import check_quota, lock_storage_of
 from notes.indexing import note_enqueue_embedding, note_index_text
 from notes.models import Note, Notebook
 
@@ -94,13 +96,11 @@ def _touch(notebook: Notebook) -> None:
 
 def note_create(*, notebook: Notebook, author: User, title: str = "", body: str = "") -> Note:
     """Create a note in `notebook`; a blank title becomes "Untitled note"."""
+    title = _clean_title(title, required=False, fallback=UNTITLED_NOTE)
+    body = _clean_body(body)
     with transaction.atomic():
-        note = Note.objects.create(
-            notebook=notebook,
-            author=author,
-            title=_clean_title(title, required=False, fallback=UNTITLED_NOTE),
-            body=_clean_body(body),
-        )
+        _check_quota(author_id=author.pk, title=title, body=body)
+        note = Note.objects.create(notebook=notebook, author=author, title=title, body=body)
         _touch(notebook)
         _reindex(note)
     return note
@@ -117,10 +117,41 @@ def note_update(*, note: Note, title: str | None = None, body: str | None = None
     if body is not None:
         note.body = _clean_body(body)
     with transaction.atomic():
+        _check_quota(author_id=note.author_id, title=note.title, body=note.body, note_id=note.pk)
         note.save(update_fields=["title", "body", "updated_at"])
         _touch(note.notebook)
         _reindex(note)
     return note
+
+
+def _check_quota(*, author_id: int, title: str, body: str, note_id: int | None = None) -> None:
+    """Notes count toward their author's storage quota (core.quota), checked under the
+    author's storage lock; an edit counts only what it adds."""
+    lock_storage_of(user_id=author_id)
+    freed = 0
+    if note_id is not None:
+        freed = (
+            Note.objects.filter(pk=note_id)
+            .annotate(size=note_bytes_sql())
+            .values_list("size", flat=True)
+            .first()
+        ) or 0
+    size = len(title.encode()) + len(body.encode())
+    check_quota(user_id=author_id, name=title, size=size, freed=freed)
+
+
+def note_bytes_sql() -> Func:
+    """A note's bytes as stored (UTF-8): title and body."""
+    return Func(F("title"), function="octet_length", output_field=BigIntegerField()) + Func(
+        F("body"), function="octet_length", output_field=BigIntegerField()
+    )
+
+
+def notes_bytes(user_id: int) -> int:
+    """Bytes of the notes this user wrote (their share of the quota, core.quota), the
+    trash included: trashed notes are stored until deleted."""
+    total = Note.objects.filter(author_id=user_id).aggregate(s=Sum(note_bytes_sql()))["s"]
+    return int(total or 0)
 
 
 def _reindex(note: Note) -> None:

@@ -17,7 +17,13 @@ from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from notebook.markdown import render_markdown
-from notebook.ratelimit import RateLimited, rate_limit, too_many_requests, user_key
+from notebook.ratelimit import (
+    RateLimited,
+    rate_limit,
+    rate_limited_page,
+    too_many_requests,
+    user_key,
+)
 from notebook.types import AuthenticatedHttpRequest
 from notes import selectors, services
 from notes.forms import NotebookForm, NoteForm
@@ -120,9 +126,17 @@ def notebook_notes(request: AuthenticatedHttpRequest, notebook_id: int) -> HttpR
 @require_POST
 def note_create(request: AuthenticatedHttpRequest, notebook_id: int) -> HttpResponse:
     notebook = selectors.notebook_get(user=request.user, notebook_id=notebook_id)
-    note = services.note_create(
-        notebook=notebook, author=request.user, title=request.POST.get("title", "")
-    )
+    back_url = reverse("chat:workspace", args=[notebook.pk])
+    try:
+        rate_limit(scope="note", key=user_key(request.user))
+        note = services.note_create(
+            notebook=notebook, author=request.user, title=request.POST.get("title", "")
+        )
+    except RateLimited as exc:
+        return rate_limited_page(request, exc, back_url=back_url)
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+        return redirect(back_url)
     return redirect("notes:note_edit", note_id=note.pk)
 
 
@@ -147,18 +161,25 @@ def note_edit(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
     if note.is_trashed:
         messages.info(request, gettext("This note is in the trash. Restore it to edit it."))
         return redirect("notes:note_detail", note_id=note.pk)
+    saved_text = (note.title, note.body)  # the form writes the posted text into `note`
     form = NoteForm(request.POST or None, instance=note)
+    refused: RateLimited | None = None
     if request.method == "POST" and form.is_valid():
+        title, body = form.cleaned_data["title"], form.cleaned_data["body"]
         try:
-            services.note_update(
-                note=note, title=form.cleaned_data["title"], body=form.cleaned_data["body"]
-            )
+            if (title, body) != saved_text:  # a save that changes the text indexes it again
+                rate_limit(scope="note", key=user_key(request.user))
+            services.note_update(note=note, title=title, body=body)
+        except RateLimited as exc:
+            refused = exc
+            form.add_error(None, exc.message)
         except ValidationError as exc:
             form.add_error(None, exc)
         else:
             messages.success(request, gettext("Saved."))
             return redirect("notes:note_detail", note_id=note.pk)
-    return render(request, "notes/note_edit.html", {"note": note, "form": form})
+    response = render(request, "notes/note_edit.html", {"note": note, "form": form})
+    return too_many_requests(response, refused) if refused else response
 
 
 @login_required

@@ -3,11 +3,13 @@
 Model output is rendered with an allowlist of links (`links=`): a model that a document
 prompt-injected can write a link whose URL carries the user's text to another site, so only
 URLs the caller vouches for become anchors; every other URL stays visible as plain text, and an
-image is never a link there.
+image is never a link there. Nowhere does a scheme-relative URL ("//host", "/\\host") become a
+link: a browser reads it as another site's.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Iterator
 from functools import cache
 
@@ -137,6 +139,20 @@ def link_targets(source: str) -> list[str]:
     return list(dict.fromkeys(href for href in hrefs if href))
 
 
+# What a browser drops from the start of a URL (C0 controls and space) and from anywhere in it
+# (tab and line breaks) before reading it.
+_URL_LEADING = "".join(map(chr, range(0x21)))
+_URL_DROPPED = re.compile(r"[\t\n\r]")
+
+
+def _same_site(url: str) -> str | None:
+    r"""A relative URL kept as it is, or None (the href goes) when a browser would read it as
+    another site's: "//host" and what it reads the same, "/\host", "\\host", a tab between
+    the slashes, spaces before them (a backslash is a slash to it)."""
+    seen = _URL_DROPPED.sub("", url.lstrip(_URL_LEADING)).replace("\\", "/")
+    return None if seen.startswith("//") else url
+
+
 def render_markdown(source: str, *, links: Collection[str] | None = None) -> SafeString:
     """Render untrusted Markdown to HTML that is safe to put in a page.
 
@@ -151,6 +167,7 @@ def render_markdown(source: str, *, links: Collection[str] | None = None) -> Saf
         tags=ALLOWED_TAGS,
         attributes=ALLOWED_ATTRIBUTES,
         url_schemes=ALLOWED_URL_SCHEMES,
+        url_relative=_same_site,
         link_rel="noopener noreferrer nofollow",
         strip_comments=True,
     )

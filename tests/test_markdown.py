@@ -6,7 +6,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from notebook.markdown import ALLOWED_TAGS, link_targets, render_markdown
+from notebook.markdown import ALLOWED_TAGS, _same_site, link_targets, render_markdown
 from tests.factories import NotebookFactory, NoteFactory
 
 HOSTILE = """# Title
@@ -109,6 +109,10 @@ HOSTILE_SAMPLES = {
     ),
     "script": "<script>alert(1)</script>",
     "protocol-relative-link": '[p](//evil.example/x) <a href="//evil.example/">raw</a>',
+    "protocol-relative-spellings": (
+        "[a](///evil.example/) [b](<//evil.example/x>) [c](/\\evil.example/) "
+        "[d](\\\\evil.example/) [e](</\t/evil.example>) ![f](//evil.example/f.png)"
+    ),
 }
 # Tags a sanitized answer may hold: the Markdown allowlist plus the citation chips.
 CHIP_TAGS = {"span", "q"}
@@ -134,11 +138,16 @@ def elements(html: str) -> list[tuple[str, dict[str, str]]]:
     return parser.elements
 
 
+# A relative URL a browser reads as another site's: "//host", however spelled (it drops
+# leading spaces and controls, and tabs anywhere, and takes a backslash for a slash).
+SCHEME_RELATIVE = re.compile(r"^[\x00-\x20]*[/\\][\t\n\r]*[/\\]")
+
+
 def safe_href(href: str) -> bool:
-    """http(s) and mailto links, and links to this site (relative, or protocol-relative: then
-    http or https as the page is)."""
+    """http(s) and mailto links, and links to this site (relative, never scheme-relative)."""
     parts = urlsplit(href.strip())
-    return parts.scheme.lower() in ("", "http", "https", "mailto")
+    scheme_ok = parts.scheme.lower() in ("", "http", "https", "mailto")
+    return scheme_ok and not SCHEME_RELATIVE.match(href)
 
 
 def assert_inert(html: str, tags: set[str] | frozenset[str] = frozenset(ALLOWED_TAGS)) -> None:
@@ -187,9 +196,27 @@ def test_only_http_https_mailto_and_relative_links_survive():
         "http://ok.example/",
         "mailto:me@ok.example",
         "/notes/1/",
-        "//ok.example/",
-        None,  # the dropped ones keep their text, without a link
+        None,  # the dropped ones keep their text, without a link; "//ok.example/" too
     }
+
+
+@pytest.mark.parametrize(
+    "href", ["//evil.example/", "///evil.example", " //evil.example", "/\\evil.example",
+             "\\\\evil.example", "\\/evil.example", "/\t/evil.example", "\x01//evil.example"],
+)  # fmt: skip
+def test_the_sanitizer_drops_a_scheme_relative_href_however_spelled(href):
+    """markdown-it percent-encodes backslashes and tabs in a link; nh3, the second line, also
+    drops what a browser would read as "//host" in whatever reaches it."""
+    assert _same_site(href) is None
+    assert SCHEME_RELATIVE.match(href)
+
+
+@pytest.mark.parametrize("href", ["/attachments/3/file/#page=2", "/notes/1/", "#quote", "?page=2",
+                                  "page.html", "/a//b", "https://ok.example//x"])  # fmt: skip
+def test_the_sanitizer_keeps_links_to_this_site(href):
+    assert _same_site(href) == href
+    html = str(render_markdown(f"[x]({href})"))
+    assert [attrs.get("href") for _, attrs in anchors(html)] == [href]
 
 
 def test_an_image_inside_a_link_keeps_the_link_whole():

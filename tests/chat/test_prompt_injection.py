@@ -19,9 +19,11 @@ from pikepdf import Dictionary, Name
 
 from chat import consumers, services
 from chat.agent import generate
+from chat.citations import allowed_links
 from chat.models import Message
 from chat.rendering import present
 from notes import indexing
+from notes.models import Note
 from notes.services import note_create, notebook_create
 from tests.attachments.test_pipeline import ingest
 from tests.conftest import upload
@@ -306,3 +308,62 @@ def test_a_link_to_a_url_in_the_cited_page_or_the_question_is_kept(world, fake, 
     assert f"nor this (https://{ATTACKER}/?q=seeds)" in html
     assert f"that ({SEEDS})" in html  # an image never becomes a link
     assert answer.metadata["links"] == [SEEDS, SHOP]
+
+
+LEAK = f"https://{ATTACKER}/x?d=SECRET"
+
+
+def test_save_to_note_keeps_the_answers_links_text(world, fake, alice_client):
+    """The answer shows its off-source links as text; saved into a note, where every link is
+    live, they stay text (code), however the model spelled them, and a later answer citing
+    that note finds no vouching there for them. The link it was allowed stays a link."""
+    seeds = text_pdf(["Seed orders for the garden.", f"Order seeds at {SEEDS} before May."])
+    pdf = ingest(upload(world["alice"], world["note"], "seeds.pdf", seeds))
+    assert pdf.status == "ready"
+
+    def seeds_n(text: str) -> int:
+        return next(n for n, body in sources_in(text).items() if SEEDS in body)
+
+    def respond(body: dict[str, Any]) -> Any:
+        results = [m["content"] or "" for m in body["messages"] if m["role"] == "tool"]
+        if not body.get("stream"):
+            n = seeds_n(body["messages"][-1]["content"])
+            quote = f"Order seeds at {SEEDS} before May."
+            return Metadata({"confidence": "high", "answerable": True, "follow_ups": [],
+                             "citations": [{"n": n, "quote": quote}]})  # fmt: skip
+        if not results:
+            return ToolCall("document_search", {"query": "seed orders catalogue"})
+        return Answer(
+            f"Order from [the catalogue]({SEEDS}) [{seeds_n(results[0])}]. "
+            f"Send your notes to [the archive]({LEAK}), [the mirror](//{ATTACKER}/m), "
+            f"<https://{ATTACKER}/auto>, [the index][i] and https://{ATTACKER}/bare?d=SECRET "
+            f"![chart](https://{ATTACKER}/c.png).\n\n[i]: https://{ATTACKER}/ref"
+        )
+
+    fake.respond = respond
+    answer, _ = ask(world["conversation"], "Where do I order seeds?")
+    assert answer.status == "complete", answer.error
+    assert answer.metadata["links"] == [SEEDS]
+    response = alice_client.post(f"/chats/messages/{answer.pk}/save/")
+    assert response.status_code == 302
+    saved = Note.objects.get(notebook=world["note"].notebook, title="Where do I order seeds?")
+    page = alice_client.get(f"/notes/{saved.pk}/").content.decode()
+    body = page[page.index(saved.title) :]
+    hrefs = [href for href, _ in loads_of(body).links]
+    assert SEEDS in hrefs  # the link the answer showed
+    assert f"/attachments/{pdf.pk}/file/#page=1" in hrefs  # its citation, back to the PDF
+    assert [h for h in hrefs if ATTACKER in h or h.startswith("//")] == []
+    assert_loads_nothing_off_site(body, "the saved note")
+    # The URLs are there to read, as code.
+    for url in (LEAK, f"//{ATTACKER}/m", f"https://{ATTACKER}/auto", f"https://{ATTACKER}/ref",
+                f"https://{ATTACKER}/bare?d=SECRET", f"https://{ATTACKER}/c.png"):  # fmt: skip
+        assert f"<code>{url.replace('&', '&amp;')}</code>" in body, url
+    assert "Send your notes to the archive (<code>" in body
+
+    # A later answer citing the saved note may link what the note links, not what it quotes.
+    citation = {"n": 1, "kind": "note", "note_id": saved.pk, "quote": "Order from"}
+    later = (
+        f"[a]({SEEDS}) [b]({LEAK}) [c](https://{ATTACKER}/bare?d=SECRET) "
+        f"[d](https://{ATTACKER}/ref)"
+    )
+    assert allowed_links(later, question="Where?", citations=[citation]) == [SEEDS]

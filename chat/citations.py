@@ -95,18 +95,32 @@ def verify(
     return shown, refused
 
 
+def vouching_text(source: dict[str, Any]) -> str:
+    """The text of a cited source whose URLs an answer may link: the page for a PDF passage;
+    for a note, what a reader sees of it outside code, and its links' targets. A URL a note
+    holds only as code vouches for nothing: that is how a saved answer keeps the URLs it did
+    not show as links (chat.saving), and a later answer quoting it must not link them."""
+    if source["kind"] == "document":
+        return source_text(source)
+    note = Note.objects.filter(pk=source["note_id"]).values_list("title", "body").first()
+    if note is None:
+        return ""
+    text = note_search_text(note[0], note[1])
+    return "\n".join([plain_text(text, code=False), *link_targets(text)])
+
+
 def allowed_links(content: str, *, question: str, citations: list[dict[str, Any]]) -> list[str]:
     """The links of an answer that may be shown as links (render_markdown's `links`): http(s)
-    and mailto links whose URL occurs verbatim in the question or in the text of a verified
-    cited source. Anything else the model wrote, a URL carrying the user's text to another
-    site for one, is shown as text."""
+    and mailto links whose URL occurs verbatim in the question or in the vouching_text of a
+    verified cited source. Anything else the model wrote, a URL carrying the user's text to
+    another site for one, is shown as text."""
     if not (targets := link_targets(content)):
         return []
     cited = {
         (c.get("kind"), c.get("attachment_id"), c.get("page"), c.get("note_id")): c
         for c in citations
     }
-    texts = [question, *(source_text(citation) for citation in cited.values())]
+    texts = [question, *(vouching_text(citation) for citation in cited.values())]
     allowed = []
     for href in targets:
         scheme = urlsplit(href).scheme.lower()

@@ -264,15 +264,20 @@ class _ChipWriter(HTMLParser):
         self.out.append(escape(data[pos:], quote=False))
 
 
-def answer_html(message: Message, shown: list[Source] | None = None) -> SafeString:
-    """The answer's Markdown as sanitized HTML with a chip for each verified citation; other
-    markers stay plain, muted text. Only the links the finished answer was allowed
-    (chat.citations.allowed_links) are links; an older or unfinished answer has none."""
-    if shown is None:
-        shown = sources(message)
+def shown_links(message: Message) -> list[str]:
+    """The URLs the answer shows as links: those the finished answer was allowed
+    (chat.citations.allowed_links); an older or unfinished answer has none."""
     metadata = message.metadata if isinstance(message.metadata, dict) else {}
     links = metadata.get("links")
-    html = render_markdown(message.content, links=links if isinstance(links, list) else [])
+    return [link for link in links if isinstance(link, str)] if isinstance(links, list) else []
+
+
+def answer_html(message: Message, shown: list[Source] | None = None) -> SafeString:
+    """The answer's Markdown as sanitized HTML with a chip for each verified citation; other
+    markers stay plain, muted text. Only its shown_links are links."""
+    if shown is None:
+        shown = sources(message)
+    html = render_markdown(message.content, links=shown_links(message))
     writer = _ChipWriter(message, shown)
     writer.feed(html)
     writer.close()

@@ -2,19 +2,22 @@
 new note of the conversation's notebook or is appended to one of its notes.
 
 The answer is stored as Markdown the note renders like any other (sanitized); its quotes and
-file names are escaped so a document's text cannot become markup or a link in the note.
+file names are escaped so a document's text cannot become markup or a link in the note. A
+note shows every link, so the answer keeps its own link policy on the way (inert_links): a
+URL the answer showed as text (chat.citations.allowed_links did not vouch for it) is saved as
+code, never as a link, and the only other links are ours, back to each cited file or note.
 """
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 from django.core.exceptions import ValidationError
 from django.utils.translation import gettext as _
 
 from chat.models import Message
-from chat.rendering import page_label, sources
+from chat.rendering import page_label, shown_links, sources
+from notebook.markdown import escape_markdown, inert_links
 from notebook.textutil import clip
 from notes.models import Note
 from notes.services import note_create, note_update
@@ -23,22 +26,22 @@ if TYPE_CHECKING:
     from notebook.types import User
 
 TITLE_CHARS = 120
-# Characters Markdown gives a meaning to inside a line; escaped in text we did not write.
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~])")
 
 
 def _escape(text: str) -> str:
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(text.split()))
+    """Text we did not write, on one line, as Markdown that shows it as it is."""
+    return escape_markdown(" ".join(text.split()))
 
 
 def answer_markdown(answer: Message) -> str:
-    """The question as a heading, the answer as written, then its verified sources: one list
-    item per citation with a link to the PDF at its page (or to the note) and the quote."""
+    """The question as a heading, the answer as written (but for the URLs it did not show as
+    links: code), then its verified sources: one list item per citation with a link to the
+    PDF at its page (or to the note) and the quote."""
     question = answer.reply_to.content if answer.reply_to_id else ""  # type: ignore[union-attr]
     lines = []
     if question.strip():
         lines += [f"## {_escape(question)}", ""]
-    lines += [answer.content.strip(), ""]
+    lines += [inert_links(answer.content.strip(), links=shown_links(answer)), ""]
     cited = sources(answer)
     if cited:
         lines += ["**" + _("Sources") + "**", ""]

@@ -6,7 +6,14 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from notebook.markdown import ALLOWED_TAGS, link_targets, render_markdown
+from notebook.markdown import (
+    ALLOWED_TAGS,
+    _same_site,
+    inert_links,
+    link_targets,
+    plain_text,
+    render_markdown,
+)
 from tests.factories import NotebookFactory, NoteFactory
 
 HOSTILE = """# Title
@@ -109,6 +116,10 @@ HOSTILE_SAMPLES = {
     ),
     "script": "<script>alert(1)</script>",
     "protocol-relative-link": '[p](//evil.example/x) <a href="//evil.example/">raw</a>',
+    "protocol-relative-spellings": (
+        "[a](///evil.example/) [b](<//evil.example/x>) [c](/\\evil.example/) "
+        "[d](\\\\evil.example/) [e](</\t/evil.example>) ![f](//evil.example/f.png)"
+    ),
 }
 # Tags a sanitized answer may hold: the Markdown allowlist plus the citation chips.
 CHIP_TAGS = {"span", "q"}
@@ -134,11 +145,16 @@ def elements(html: str) -> list[tuple[str, dict[str, str]]]:
     return parser.elements
 
 
+# A relative URL a browser reads as another site's: "//host", however spelled (it drops
+# leading spaces and controls, and tabs anywhere, and takes a backslash for a slash).
+SCHEME_RELATIVE = re.compile(r"^[\x00-\x20]*[/\\][\t\n\r]*[/\\]")
+
+
 def safe_href(href: str) -> bool:
-    """http(s) and mailto links, and links to this site (relative, or protocol-relative: then
-    http or https as the page is)."""
+    """http(s) and mailto links, and links to this site (relative, never scheme-relative)."""
     parts = urlsplit(href.strip())
-    return parts.scheme.lower() in ("", "http", "https", "mailto")
+    scheme_ok = parts.scheme.lower() in ("", "http", "https", "mailto")
+    return scheme_ok and not SCHEME_RELATIVE.match(href)
 
 
 def assert_inert(html: str, tags: set[str] | frozenset[str] = frozenset(ALLOWED_TAGS)) -> None:
@@ -187,9 +203,27 @@ def test_only_http_https_mailto_and_relative_links_survive():
         "http://ok.example/",
         "mailto:me@ok.example",
         "/notes/1/",
-        "//ok.example/",
-        None,  # the dropped ones keep their text, without a link
+        None,  # the dropped ones keep their text, without a link; "//ok.example/" too
     }
+
+
+@pytest.mark.parametrize(
+    "href", ["//evil.example/", "///evil.example", " //evil.example", "/\\evil.example",
+             "\\\\evil.example", "\\/evil.example", "/\t/evil.example", "\x01//evil.example"],
+)  # fmt: skip
+def test_the_sanitizer_drops_a_scheme_relative_href_however_spelled(href):
+    """markdown-it percent-encodes backslashes and tabs in a link; nh3, the second line, also
+    drops what a browser would read as "//host" in whatever reaches it."""
+    assert _same_site(href) is None
+    assert SCHEME_RELATIVE.match(href)
+
+
+@pytest.mark.parametrize("href", ["/attachments/3/file/#page=2", "/notes/1/", "#quote", "?page=2",
+                                  "page.html", "/a//b", "https://ok.example//x"])  # fmt: skip
+def test_the_sanitizer_keeps_links_to_this_site(href):
+    assert _same_site(href) == href
+    html = str(render_markdown(f"[x]({href})"))
+    assert [attrs.get("href") for _, attrs in anchors(html)] == [href]
 
 
 def test_an_image_inside_a_link_keeps_the_link_whole():
@@ -273,3 +307,75 @@ def test_hostile_sample_as_model_output_has_no_link(name):
     html = str(render_markdown(HOSTILE_SAMPLES[name], links=[]))
     assert_inert(html)
     assert anchors(html) == []
+
+
+# --- Model output saved into a note (inert_links): the answer's links policy, kept in a note
+# where every link is live.
+ANSWER = f"""## Where to look
+
+See [the guide]({SOURCE_URL}) [1], not [the summary]({LEAK}) nor [the mirror](//attacker.example/m).
+
+- <https://attacker.example/auto> and [the index][i], then https://attacker.example/bare?d=x.
+- ![chart](https://attacker.example/c.png) in [![logo](https://attacker.example/l.png)]({SOURCE_URL})
+
+| step | where |
+|---|---|
+| 1 | [form](https://attacker.example/form) |
+
+> Quoted `code [x](https://attacker.example/code)` stays as it is.
+
+[i]: https://attacker.example/ref
+"""
+
+
+def test_a_saved_answer_links_only_what_the_answer_linked():
+    saved = inert_links(ANSWER, links=[SOURCE_URL])
+    html = str(render_markdown(saved))  # as a note: every link live
+    assert [attrs["href"] for _, attrs in anchors(html)] == [SOURCE_URL, SOURCE_URL]
+    assert_inert(html)
+    text = html.replace("&amp;", "&").replace("&#x27;", "'")
+    assert "not the summary (<code>https://attacker.example/p?d=Alice's summary</code>)" in text
+    assert "nor the mirror (<code>//attacker.example/m</code>)" in text
+    assert "<code>https://attacker.example/auto</code> and the index (<code>" in text
+    assert "then <code>https://attacker.example/bare?d=x</code>." in text
+    assert "chart (<code>https://attacker.example/c.png</code>) in <a" in text
+    assert f'<a href="{SOURCE_URL}" rel="noopener noreferrer nofollow">logo</a>' in text
+    assert "<td>form (<code>https://attacker.example/form</code>)</td>" in text
+    assert "<code>code [x](https://attacker.example/code)</code>" in text
+
+
+def test_a_saved_answer_is_the_answer_as_written_but_for_its_urls():
+    saved = inert_links(ANSWER, links=[SOURCE_URL])
+    kept = [line for line in ANSWER.splitlines() if "attacker" not in line or "`code" in line]
+    assert [line for line in saved.splitlines() if line in kept] == kept
+    assert inert_links(f"**Bold** _and_ ~~struck~~, [not kept]({SOURCE_URL}).", links=[]) == (
+        f"**Bold** _and_ ~~struck~~, not kept (`{SOURCE_URL}`)."
+    )
+    assert inert_links("Nothing to change.\r\n\r\n1. a\r\n2. b", links=[]) == (
+        "Nothing to change.\n\n1. a\n2. b"
+    )
+
+
+def test_an_answer_that_cannot_be_edited_in_place_is_saved_as_escaped_text():
+    # An escaped pipe in a table cell: the cell's text is not its source; no guessing.
+    source = f"| a |\n|---|\n| x \\| [l]({LEAK}) *y* |"
+    saved = inert_links(source, links=[SOURCE_URL])
+    html = str(render_markdown(saved))
+    assert anchors(html) == []
+    assert "<em>" not in html
+    assert "<p>x | l y</p>" in html  # the reader's text, link and emphasis gone
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_SAMPLES))
+def test_hostile_sample_saved_as_a_note_has_no_link(name):
+    html = str(render_markdown(inert_links(HOSTILE_SAMPLES[name], links=[])))
+    assert_inert(html)
+    assert anchors(html) == []
+
+
+def test_a_note_vouches_for_no_url_it_holds_as_code():
+    saved = inert_links(ANSWER, links=[SOURCE_URL])
+    prose = plain_text(saved, code=False)
+    assert "attacker.example" not in prose
+    assert "the summary" in prose
+    assert "https://attacker.example/bare?d=x" in plain_text(saved)

@@ -1,4 +1,4 @@
-"""Rate limits: questions, uploads, note writes, reprocessing and previews per user,
+"""Rate limits: questions, uploads, note writes, reprocessing, previews and searches per user,
 wrong API tokens per client address and per token prefix, sign-up attempts per client address.
 
 Counts live in the "ratelimit" cache, which every process sees: Redis when REDIS_URL is set,
@@ -34,7 +34,7 @@ from django.utils.translation import gettext, gettext_lazy, ngettext
 if TYPE_CHECKING:
     from notebook.types import User
 
-Scope = Literal["chat", "upload", "preview", "token", "signup", "note", "reprocess"]
+Scope = Literal["chat", "upload", "preview", "token", "signup", "note", "reprocess", "search"]
 
 _PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 BUCKETS = 10  # slices of a period: a refusal lasts at most a tenth of a period too long
@@ -62,6 +62,9 @@ _TOO_FAST = {
     ),
     "reprocess": gettext_lazy(
         "You are reprocessing sources too fast (at most %(limit)s %(per)s). Try again in %(wait)s."
+    ),
+    "search": gettext_lazy(
+        "You are searching too fast (at most %(limit)s searches %(per)s). Try again in %(wait)s."
     ),
 }
 

@@ -238,9 +238,9 @@ AXES_LOCKOUT_CALLABLE = "accounts.views.login_locked_out"
 AXES_CLIENT_IP_CALLABLE = "notebook.ratelimit.client_network"
 # Proxies in front that append the client's address to X-Forwarded-For (0: use the peer).
 NUM_PROXIES = env_int("NUM_PROXIES", 0, minimum=0)
-# Questions, uploaded files, note writes, reprocessing and previews per user, wrong API tokens
-# per address and per token prefix, sign-up form posts per address: count/period (s, m, h, d;
-# e.g. 100/15m) in a window that slides, answered with 429 and Retry-After
+# Questions, uploaded files, note writes, reprocessing, previews and searches per user, wrong
+# API tokens per address and per token prefix, sign-up form posts per address: count/period
+# (s, m, h, d; e.g. 100/15m) in a window that slides, answered with 429 and Retry-After
 # (notebook/ratelimit.py).
 RATE_LIMITS = {
     "chat": env_rate("CHAT_RATE_LIMIT", "30/m"),
@@ -254,6 +254,8 @@ RATE_LIMITS = {
     "note": env_rate("NOTE_RATE_LIMIT", "30/m"),
     # Reprocessing a source runs its whole ingestion again.
     "reprocess": env_rate("REPROCESS_RATE_LIMIT", "10/m"),
+    # Searches (page and API) per user: each may ask the chat model and the reranker.
+    "search": env_rate("SEARCH_RATE_LIMIT", "60/m"),
 }
 # Counted where every process (web, worker, several web servers) sees the same numbers: Redis
 # when there is one, else a PostgreSQL table (created by accounts' migration 0002) with an

@@ -17,6 +17,7 @@ from django.views.decorators.http import require_http_methods
 
 from attachments import selectors
 from attachments.models import NoteAttachment
+from notebook.ratelimit import RateLimited, rate_limit, too_many_requests, user_key
 from notebook.types import AuthenticatedHttpRequest
 from notes.selectors import note_get, notebook_get, notebook_list, visible_notes
 from search.any_language import search_any_language
@@ -82,6 +83,7 @@ def search_page(request: AuthenticatedHttpRequest, notebook_id: int | None = Non
     doc_type = params.get("type", "")
     doc_type = doc_type if doc_type in dict(DOC_TYPES) else ""
     error = ""
+    refused: RateLimited | None = None
     result = None
     if len(query) > MAX_QUERY_CHARS:
         error = ngettext(
@@ -91,6 +93,7 @@ def search_page(request: AuthenticatedHttpRequest, notebook_id: int | None = Non
         ) % {"limit": number_format(MAX_QUERY_CHARS, force_grouping=True)}
     elif query:
         try:
+            rate_limit(scope="search", key=user_key(user))
             result = search_any_language(
                 user=user,
                 query=query,
@@ -105,6 +108,8 @@ def search_page(request: AuthenticatedHttpRequest, notebook_id: int | None = Non
                 mode=mode,
                 **({} if mode == "documents" else {"diversity": diversity}),
             )
+        except RateLimited as exc:
+            refused = exc
         except DatabaseError:  # the keyword leg failed (a vector failure only degrades)
             logger.exception("search for user %s failed", user.pk)
             error = gettext("Search failed: the database did not answer. Try again in a moment.")
@@ -167,6 +172,8 @@ def search_page(request: AuthenticatedHttpRequest, notebook_id: int | None = Non
         "processing_count": processing.count(),
         "has_sources": live_notes.exists(),
         "error": error,
+        # Shown where the results go (the htmx region swaps a 429 in, see base.html).
+        "refused": refused.message if refused else "",
         "filters": {
             "notebooks": notebook_list(user=user) if notebook_id is None else [],
             "notes": live_notes.order_by("title")[:500],
@@ -183,4 +190,5 @@ def search_page(request: AuthenticatedHttpRequest, notebook_id: int | None = Non
     }
     # htmx asks for the results alone (the region refreshing itself while the model warms up).
     template = "search/search.html#results" if request.htmx else "search/search.html"
-    return render(request, template, context)
+    response = render(request, template, context)
+    return too_many_requests(response, refused) if refused else response

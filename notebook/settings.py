@@ -257,6 +257,10 @@ RATE_LIMITS = {
     # Searches (page and API) per user: each may ask the chat model and the reranker.
     "search": env_rate("SEARCH_RATE_LIMIT", "60/m"),
 }
+# Calls to the chat model and the reranker made on a user's behalf outside the chat agent
+# (search expansion and reranking, guides, source profiles, memories), per user. Spent, each
+# feature takes its offline path until calls leave the window (notebook/model_budget.py).
+MODEL_CALL_BUDGET = env_rate("MODEL_CALL_BUDGET", "200/h")
 # Counted where every process (web, worker, several web servers) sees the same numbers: Redis
 # when there is one, else a PostgreSQL table (created by accounts' migration 0002) with an
 # atomic increment.

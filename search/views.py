@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from datetime import datetime
+from typing import Any
 from urllib.parse import quote
 
 from django.contrib.auth.decorators import login_required
@@ -10,7 +12,8 @@ from django.db import DatabaseError
 from django.http import HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
-from django.utils.formats import number_format
+from django.utils.formats import date_format, number_format
+from django.utils.timezone import localtime
 from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_http_methods
@@ -54,6 +57,20 @@ def _degraded(result: SearchResult | None) -> str:
     if result is None or not result.degraded_reason:
         return ""
     return gettext(DEGRADED) % {"reason": gettext(result.degraded_reason)}
+
+
+def _budget_note(info: dict[str, Any]) -> str:
+    """That the user's model-call budget kept the model out of this search, and until when
+    (a time today, else a date and time)."""
+    spent = info.get("model_budget")
+    if not spent:
+        return ""
+    until = localtime(datetime.fromisoformat(spent["until"]))
+    today = until.date() == localtime().date()
+    when = date_format(until, "TIME_FORMAT" if today else "SHORT_DATETIME_FORMAT")
+    return gettext(
+        "Model budget used up: these results are ranked without the model until %(time)s."
+    ) % {"time": when}
 
 
 @login_required
@@ -157,6 +174,7 @@ def search_page(request: AuthenticatedHttpRequest, notebook_id: int | None = Non
         "expansion_note": gettext(info["expansion_fallback"])
         if info.get("expansion_fallback")
         else "",
+        "budget_note": _budget_note(info),
         "stages_ms": {stage: round(s * 1000) for stage, s in stages.items()},
         "doc_types": DOC_TYPES,
         "doc_type_label": dict(DOC_TYPES).get(str((info.get("doc_type") or {}).get("value"))),

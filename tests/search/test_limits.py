@@ -1,5 +1,7 @@
 """What a user's searches may cost: searches per user (SEARCH_RATE_LIMIT, page and API
-together) answer 429 with when to come back, shown where the results go."""
+together) answer 429 with when to come back, shown where the results go; the model calls they
+make (expansion, rerank of passages and of whole documents) draw on the user's model-call
+budget (MODEL_CALL_BUDGET), and a search beyond it goes without the model and says so."""
 
 from __future__ import annotations
 
@@ -7,12 +9,16 @@ import pytest
 from django.core.cache import caches
 from django.test import Client
 
+from notebook.breakers import breaker
 from tests.factories import NotebookFactory, NoteFactory
+from tests.fake_chat import Metadata, fake_chat_server
+from tests.search.test_any_language import EXPANDING, RECEIPT_EN, Model, profile, system_of
 from tests.search.test_retrieval import make_attachment
 
 pytestmark = pytest.mark.django_db
 REFUSAL = "You are searching too fast (at most 2 searches an hour). Try again in"
 HTMX = {"HX-Request": "true"}
+BUDGET_NOTE = "Model budget used up: these results are ranked without the model until"
 
 
 @pytest.fixture(autouse=True)
@@ -30,10 +36,39 @@ def bob_client(bob) -> Client:
 
 @pytest.fixture
 def shelf(alice, bob):
+    """A receipt each for alice and bob, and for alice an invoice and a report; each profiled
+    (for whole-document search)."""
+    notes = {}
     for user in (alice, bob):
-        note = NoteFactory.create(notebook=NotebookFactory.create(owner=user))
-        make_attachment(note, ["Grocery receipt from the supermarket: milk, bread."],
-                        config="english")  # fmt: skip
+        notes[user] = note = NoteFactory.create(notebook=NotebookFactory.create(owner=user))
+        receipt = make_attachment(note, ["Grocery receipt from the supermarket: milk, bread."],
+                                  config="english")  # fmt: skip
+        profile(receipt, "receipt", "Rema 1000 grocery receipt", {"merchant": "Rema 1000"})
+    for text, kind in (("Invoice 2024-17 for groceries delivered.", "invoice"),
+                       ("Annual report on grocery prices.", "other")):  # fmt: skip
+        attachment = make_attachment(notes[alice], [text], config="english")
+        profile(attachment, kind, text[:20], {})
+
+
+@pytest.fixture
+def fake(settings):
+    """The chat model, counting every request it gets."""
+    from notebook import breakers, rerank
+
+    rerank.reset_state()  # the cached OpenAI client points at the previous server
+    breakers.reset_all()
+    with fake_chat_server() as server:
+        settings.CHAT_MODEL = "fake-model"
+        settings.OPENAI_BASE_URL = f"{server.url}/v1"
+        settings.OPENAI_API_KEY = "test-key"
+        settings.RERANKER_TIMEOUT = 2
+        yield server
+    rerank.reset_state()
+
+
+def assert_breakers_closed() -> None:
+    for name in ("llm", "reranker"):
+        assert (breaker(name).state, breaker(name).failures) == ("closed", 0)
 
 
 def search_page(client: Client, q: str = "receipt", **headers: str):
@@ -87,3 +122,81 @@ def test_the_api_shares_the_budget_and_answers_429_json(settings, alice_client, 
     assert refused.json()["detail"].startswith(REFUSAL)
     # A query that cannot be searched is refused for what it is (422).
     assert alice_api.get("/api/search", {"q": " "}).status_code == 422
+
+
+# --- The model-call budget ---------------------------------------------------------------------
+
+
+def test_expanded_searches_beyond_the_budget_go_without_the_model_and_say_so(
+    settings, fake, alice_client, alice_api, bob_client, shelf
+):
+    settings.MODEL_CALL_BUDGET = "3/h"
+    Model(fake)
+    pages = [search_page(alice_client, "grocery receipt") for _ in range(4)]
+    assert [page.status_code for page in pages] == [200] * 4
+    assert len(fake.bodies) == 3  # one expansion each for the first three
+    assert BUDGET_NOTE not in pages[2].content.decode()
+    last = pages[3].content.decode()
+    assert 'id="search-model-budget"' in last
+    assert BUDGET_NOTE in last
+    assert "milk" in last  # searched as written
+    body = alice_api.get("/api/search", {"q": "grocery receipt", "mode": "lexical"}).json()
+    assert body["info"]["model_budget"]["used_up"] is True
+    assert 0 < body["info"]["model_budget"]["retry_after"] <= 3600 + 360
+    assert body["info"]["expansion"]["fallback"].startswith("your model-call budget is used up")
+    assert len(fake.bodies) == 3
+    assert_breakers_closed()
+
+    bobs = search_page(bob_client, "grocery receipt").content.decode()
+    assert len(fake.bodies) == 4  # bob's budget is his own
+    assert BUDGET_NOTE not in bobs
+
+
+def test_whole_document_searches_make_no_more_model_calls_than_the_budget(
+    settings, fake, alice_client, alice_api, shelf
+):
+    settings.MODEL_CALL_BUDGET = "6/h"
+    Model(fake)  # an expansion, and a relevancy for each of alice's three documents
+    answers = [
+        alice_api.get("/api/search", {"q": "grocery receipt", "mode": "documents"})
+        for _ in range(10)
+    ]
+    assert [answer.status_code for answer in answers] == [200] * 10
+    # The first: an expansion and three rerank calls (charged four: a tie-break may follow);
+    # the second: an expansion, and its rerank does not fit; then none.
+    assert len(fake.bodies) == 5
+    first, last = answers[0].json(), answers[-1].json()
+    assert first["info"]["rerank"]["fallback"] is None
+    assert "model_budget" not in first["info"]
+    assert last["info"]["rerank"]["fallback"] == "model-call budget used up"
+    assert last["info"]["model_budget"]["used_up"] is True
+    assert len(last["documents"]) == 3  # in the fused order
+    assert all(document["rerank"] is None for document in last["documents"])
+    page = alice_client.get("/search/", {"q": "grocery receipt", "mode": "documents"})
+    assert page.status_code == 200
+    assert BUDGET_NOTE in page.content.decode()
+    assert len(fake.bodies) == 5
+    assert_breakers_closed()
+
+
+def test_a_passage_rerank_by_the_chat_model_draws_on_the_budget(settings, fake, alice_api, shelf):
+    settings.RERANKER = "llm"
+    settings.MODEL_CALL_BUDGET = "3/h"
+
+    def model(body):
+        expanding = EXPANDING in system_of(body)
+        return Metadata(RECEIPT_EN if expanding else {"ranking": [1]})
+
+    fake.respond = model
+    query = {"q": "grocery receipt", "mode": "lexical"}
+    first = alice_api.get("/api/search", query).json()
+    assert first["info"]["rerank"] == {"backend": "llm", "fallback": None}
+    assert first["hits"][0]["rerank"] is not None
+    second = alice_api.get("/api/search", query).json()  # the expansion fits, the rerank not
+    assert len(fake.bodies) == 3
+    assert second["info"]["expansion"]["fallback"] is None
+    assert second["info"]["rerank"] == {"backend": "llm", "fallback": "model-call budget used up"}
+    assert second["hits"]
+    assert second["hits"][0]["rerank"] is None
+    assert second["info"]["model_budget"]["used_up"] is True
+    assert_breakers_closed()

@@ -40,6 +40,7 @@ from chat.llm.structured import structured_call
 from chat.models import Memory, Message
 from chat.selectors import memory_list
 from core.jobs import job_submit
+from notebook import model_budget
 from notebook.embeddings import get_embedder
 from notebook.language import detect_language, search_config_for, segment_for_search, tsvector_sql
 
@@ -389,9 +390,14 @@ def memory_extract(*, message: Message) -> list[Memory]:
     try:
         conversation = message.conversation
         question = message.reply_to.content if message.reply_to else ""
-        found = extract_with_model(question) if settings.CHAT_MODEL else None
+        # The model call spends one of the owner's model-call budget; spent, only the explicit
+        # statements count this time (notebook.model_budget).
+        asks = bool(settings.CHAT_MODEL) and model_budget.spend(
+            user_id=conversation.owner_id, feature="memory"
+        )
+        found = extract_with_model(question) if asks else None
         if found is None:
-            if settings.CHAT_MODEL:
+            if asks:
                 logger.warning("memory extraction for answer %s: the model's reply was unusable; "
                                "only explicit statements are kept (%s failures so far)",
                                message.pk, _count("failed"))  # fmt: skip

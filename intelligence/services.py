@@ -2,10 +2,11 @@
 reprocessed, built in the background (fenced by the profile's token, idempotent), edited by
 the owner.
 
-A run reads the pages' text, classifies (chat model when configured, else offline), extracts
-the type-specific JSON, names the source, builds the canonical text and embeds it. It writes
-only while the row still carries its token; a run of an older token changes nothing. An
-edited profile keeps its doc type, name and data: a run refreshes the rest."""
+A run reads the pages' text, classifies (chat model when configured and the notebook owner's
+model-call budget has room, else offline), extracts the type-specific JSON, names the source,
+builds the canonical text and embeds it. It writes only while the row still carries its token;
+a run of an older token changes nothing. An edited profile keeps its doc type, name and data: a
+run refreshes the rest."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from core.jobs import job_submit
 from intelligence import extraction
 from intelligence.classifier import TYPES, classify
 from intelligence.llm import llm_classify, llm_extract
+from notebook import model_budget
 
 logger = logging.getLogger(__name__)
 Status = SourceProfile.Status
@@ -38,6 +40,11 @@ TYPE_WORDS = {
     "order_confirmation": "Order confirmation",
     "other": "Other document",
 }
+# A ready profile's `error` when the budget kept the model out (shown beside "Analysed by").
+BUDGET_SPENT = "Analysed offline: the notebook owner had used up their model calls."
+BUDGET_SPENT_EXTRACTING = (
+    "Data extracted offline: the notebook owner had used up their model calls."
+)
 
 
 def source_text(attachment: NoteAttachment) -> str:
@@ -106,12 +113,16 @@ def profile_after_reprocess(*, attachment: NoteAttachment) -> None:
         logger.exception("could not mark the profile of attachment %s stale", attachment.pk)
 
 
-def _analyse(text: str, fallback_name: str) -> dict[str, Any]:
-    """Classification, extraction and name, by chat model when it answers, else offline."""
+def _analyse(text: str, fallback_name: str, *, owner_id: int) -> dict[str, Any]:
+    """Classification, extraction and name, by chat model when it answers (each call spends
+    one of the owner's model-call budget), else offline."""
     timings: dict[str, float] = {}
     started = time.monotonic()
-    method, model = "offline", ""
-    llm = llm_classify(text) if settings.CHAT_MODEL and text.strip() else None
+    method, model, note = "offline", "", ""
+    asks = bool(settings.CHAT_MODEL and text.strip())
+    if asks and not model_budget.spend(user_id=owner_id, feature="profile"):
+        asks, note = False, BUDGET_SPENT
+    llm = llm_classify(text) if asks else None
     if llm is not None:
         doc_type, confidence, name = llm
         method, model = "llm", settings.CHAT_MODEL
@@ -120,7 +131,12 @@ def _analyse(text: str, fallback_name: str) -> dict[str, Any]:
         doc_type, confidence, name = result.doc_type, result.confidence, ""
     timings["classification"] = round(time.monotonic() - started, 3)
     started = time.monotonic()
-    extracted = llm_extract(doc_type, text) if method == "llm" else None
+    extracted = None
+    if method == "llm":
+        if model_budget.spend(user_id=owner_id, feature="profile"):
+            extracted = llm_extract(doc_type, text)
+        else:
+            note = BUDGET_SPENT_EXTRACTING
     if extracted is None:
         extracted = extraction.extract(doc_type, text)
         if method == "llm":
@@ -136,6 +152,7 @@ def _analyse(text: str, fallback_name: str) -> dict[str, Any]:
         "method": method,
         "model": model,
         "timings": timings,
+        "error": note,
     }
 
 
@@ -159,11 +176,12 @@ def profile_build(*, profile_id: int, token: int) -> bool:
     if not claimed:
         logger.info("profile %s #%s superseded or gone", profile_id, token)
         return False
-    profile = SourceProfile.objects.select_related("attachment").get(pk=profile_id)
+    profile = SourceProfile.objects.select_related("attachment__note__notebook").get(pk=profile_id)
     attachment = profile.attachment
     try:
         stem = attachment.original_name.rsplit(".", 1)[0]
-        result = _analyse(source_text(attachment), stem)
+        owner_id = attachment.note.notebook.owner_id
+        result = _analyse(source_text(attachment), stem, owner_id=owner_id)
         if profile.edited:  # the owner's own type, name and data stay
             for field in ("doc_type", "better_name", "extracted", "doc_date", "confidence"):
                 result[field] = getattr(profile, field)
@@ -182,7 +200,6 @@ def profile_build(*, profile_id: int, token: int) -> bool:
             embedding=vector,
             embedding_model=embedding_model,
             status=Status.READY,
-            error="",
             ready_at=timezone.now(),
             updated_at=timezone.now(),
         )

@@ -20,7 +20,7 @@ from notebook.ratelimit import RateLimited, address_key, rate_limit
 
 # Wrong tokens are counted by what they start with too, so that a guessing run spread over many
 # addresses is still refused: "nbk_" and 8 characters (48 bits) tell runs apart, and say little
-# about a real token (django-ratelimit keeps only a digest of the key besides).
+# about a real token (the limit keeps only a digest of the key besides).
 WRONG_TOKEN_PREFIX_CHARS = 12
 
 

@@ -94,7 +94,8 @@ def _metrics() -> Any:
             "notebook_fallbacks_total",
             "Times a degraded path stood in: answer_offline (extractive answerer instead of "
             "the chat model), reformulation_offline, query_expansion, vector_leg "
-            "(keyword-only search), rerank and document_rerank (fused order kept).",
+            "(keyword-only search), rerank and document_rerank (fused order kept), "
+            "model_budget (a model call refused: the user's model-call budget is spent).",
             ["kind"],
         ),
         breaker_opens=Counter(

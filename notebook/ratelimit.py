@@ -1,34 +1,43 @@
-"""Rate limits (django-ratelimit): questions, uploads and note previews per user, wrong API
-tokens per client address and per token prefix, sign-up attempts per client address.
+"""Rate limits: questions, uploads, note writes, reprocessing, previews and searches per user,
+wrong API tokens per client address and per token prefix, sign-up attempts per client address.
 
 Counts live in the "ratelimit" cache, which every process sees: Redis when REDIS_URL is set,
-else a table in PostgreSQL (AtomicDatabaseCache below). Windows are fixed (django-ratelimit's,
-offset per key), so a refusal can say exactly when the budget comes back.
+else a table in PostgreSQL (AtomicDatabaseCache below); both increment atomically.
+
+The window slides: a period is cut into BUCKETS slices, one cache key each, and a request
+counts the current slice and the BUCKETS before it (and the next one, which only a process
+whose clock runs ahead has written to). That span covers every window of one period that ends
+now, so no window of a period, wherever it starts, passes more than the limit (a fixed window
+let a burst at its end and another at the start of the next pass twice the limit). The price
+is that a refusal can last up to a slice longer than a true sliding window's would.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import ipaddress
 import math
 import pickle
+import time
 from typing import TYPE_CHECKING, Any, Literal
 
 from django.conf import settings
+from django.core.cache import caches
 from django.core.cache.backends.db import DatabaseCache
 from django.db import connections, router, transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.timezone import now
 from django.utils.translation import gettext, gettext_lazy, ngettext
-from django_ratelimit.core import get_usage
 
 if TYPE_CHECKING:
     from notebook.types import User
 
-Scope = Literal["chat", "upload", "preview", "token", "signup", "note", "reprocess"]
+Scope = Literal["chat", "upload", "preview", "token", "signup", "note", "reprocess", "search"]
 
 _PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+BUCKETS = 10  # slices of a period: a refusal lasts at most a tenth of a period too long
 # In the language of the request that was refused (the API's is always English).
 _TOO_FAST = {
     "chat": gettext_lazy(
@@ -52,14 +61,16 @@ _TOO_FAST = {
         "You are saving notes too fast (at most %(limit)s %(per)s). Try again in %(wait)s."
     ),
     "reprocess": gettext_lazy(
-        "You are reprocessing sources too fast (at most %(limit)s %(per)s). "
-        "Try again in %(wait)s."
+        "You are reprocessing sources too fast (at most %(limit)s %(per)s). Try again in %(wait)s."
+    ),
+    "search": gettext_lazy(
+        "You are searching too fast (at most %(limit)s searches %(per)s). Try again in %(wait)s."
     ),
 }
 
 
 class RateLimited(Exception):
-    """Refused: the scope's budget is spent until its window ends `retry_after` seconds on."""
+    """Refused: the scope's budget is spent; enough of it comes back `retry_after` seconds on."""
 
     def __init__(self, scope: Scope, *, retry_after: int) -> None:
         self.scope = scope
@@ -142,31 +153,58 @@ def address_key(request: HttpRequest) -> str:
     return f"ip:{client_network(request) or 'unknown'}"
 
 
-def _usage(scope: Scope, key: str, *, increment: bool) -> dict[str, Any] | None:
-    # No request: the key is ours, and the limit applies to every method.
-    usage: dict[str, Any] | None = get_usage(
-        None,
-        group=f"notebook.{scope}",
-        key=lambda _group, _request: key,
-        rate=settings.RATE_LIMITS[scope],
-        increment=increment,
-    )
-    return usage
+def _clock() -> float:
+    """Wall-clock seconds, which every process on every machine shares (tests move it)."""
+    return time.time()
+
+
+def spend(*, group: str, key: str, rate: str, cost: int = 1) -> int | None:
+    """Spend `cost` of `key`'s budget in `group` at `rate` (`30/m`): None when spent, else
+    the seconds until that much fits again, having spent nothing.
+
+    The slice's count goes up first (atomic), the others are read, and an overdraft is taken
+    back: two requests at once cannot both pass on the last unit, since whichever counts
+    second sees the other (at worst both are refused). Each slice's key expires once no
+    window counts it any more."""
+    limit, period = parse_rate(rate)
+    if cost > limit:
+        return period  # never fits; said as "after a whole period"
+    width = period / BUCKETS
+    now = _clock()
+    current = int(now // width)
+    # A digest: token prefixes and addresses stay out of the cache, and any key is a safe one.
+    digest = hashlib.sha256(f"{group}\0{key}".encode()).hexdigest()[:32]
+    cache = caches["ratelimit"]
+    mine = f"rl:{group}:{digest}:{current}"
+    try:
+        count = cache.incr(mine, cost)
+    except ValueError:  # the slice's first request (add is slower: the table counts its rows)
+        cache.add(mine, 0, timeout=math.ceil(width * (BUCKETS + 2)) + 1)
+        count = cache.incr(mine, cost)
+    slices = [current - n for n in range(1, BUCKETS + 1)] + [current + 1]
+    found = cache.get_many([f"rl:{group}:{digest}:{n}" for n in slices])
+    counts = {n: int(found.get(f"rl:{group}:{digest}:{n}") or 0) for n in slices}
+    total = count + sum(counts.values())
+    if total <= limit:
+        return None
+    cache.incr(mine, -cost)
+    counts[current] = count - cost
+    # Slice n leaves the count when slice n + BUCKETS + 1 begins: wait for the oldest to leave
+    # until what is left and `cost` fit.
+    left = 0
+    for n in sorted(counts):
+        left += counts[n]
+        if left >= total - limit:
+            return max(math.ceil((n + BUCKETS + 1) * width - now), 1)
+    return period
 
 
 def rate_limit(*, scope: Scope, key: str, cost: int = 1) -> None:
     """Spend `cost` of `key`'s budget for `scope`, or raise RateLimited, spending nothing, when
-    that much is not left in this window. Two requests at once may both pass the first look;
-    the counts they add are atomic, and the one that overdraws is refused."""
-    usage = _usage(scope, key, increment=False)
-    if usage is None:  # RATELIMIT_ENABLE = False
-        return
-    if usage["count"] + cost > usage["limit"]:
-        raise RateLimited(scope, retry_after=usage["time_left"])
-    for _ in range(cost):
-        usage = _usage(scope, key, increment=True)
-    if usage is not None and usage["should_limit"]:
-        raise RateLimited(scope, retry_after=usage["time_left"])
+    that much is not left in the window of one period that ends now."""
+    retry_after = spend(group=scope, key=key, rate=settings.RATE_LIMITS[scope], cost=cost)
+    if retry_after is not None:
+        raise RateLimited(scope, retry_after=retry_after)
 
 
 def too_many_requests(response: HttpResponse, exc: RateLimited) -> HttpResponse:
@@ -187,7 +225,7 @@ class AtomicDatabaseCache(DatabaseCache):
     """Django's database cache with an atomic incr() that keeps the expiry: the row is locked
     (SELECT … FOR UPDATE) while its count goes up, so requests at the same moment are all
     counted. (DatabaseCache.incr is get-then-set, which loses concurrent hits and resets the
-    expiry; django-ratelimit refuses it for that.)"""
+    expiry.)"""
 
     def incr(self, key: Any, delta: int = 1, version: int | None = None) -> int:
         db = router.db_for_write(self.cache_model_class)

@@ -70,7 +70,6 @@ INSTALLED_APPS = [
     "django_q",
     "ninja",
     "axes",
-    "django_ratelimit",
     "notebook",
     "core",
     "accounts",
@@ -240,9 +239,10 @@ AXES_LOCKOUT_CALLABLE = "accounts.views.login_locked_out"
 AXES_CLIENT_IP_CALLABLE = "notebook.ratelimit.client_network"
 # Proxies in front that append the client's address to X-Forwarded-For (0: use the peer).
 NUM_PROXIES = env_int("NUM_PROXIES", 0, minimum=0)
-# Questions and uploaded files per user, wrong API tokens per address and per token prefix,
-# sign-up form posts per address: count/period (s, m, h, d; e.g. 100/15m), answered with 429
-# and Retry-After (notebook/ratelimit.py).
+# Questions, uploaded files, note writes, reprocessing, previews and searches per user, wrong
+# API tokens per address and per token prefix, sign-up form posts per address: count/period
+# (s, m, h, d; e.g. 100/15m) in a window that slides, answered with 429 and Retry-After
+# (notebook/ratelimit.py).
 RATE_LIMITS = {
     "chat": env_rate("CHAT_RATE_LIMIT", "30/m"),
     "upload": env_rate("UPLOAD_RATE_LIMIT", "20/m"),
@@ -255,22 +255,27 @@ RATE_LIMITS = {
     "note": env_rate("NOTE_RATE_LIMIT", "30/m"),
     # Reprocessing a source runs its whole ingestion again.
     "reprocess": env_rate("REPROCESS_RATE_LIMIT", "10/m"),
+    # Searches (page and API) per user: each may ask the chat model and the reranker.
+    "search": env_rate("SEARCH_RATE_LIMIT", "60/m"),
 }
+# Calls to the chat model and the reranker made on a user's behalf outside the chat agent
+# (search expansion and reranking, guides, source profiles, memories), per user. Spent, each
+# feature takes its offline path until calls leave the window (notebook/model_budget.py).
+MODEL_CALL_BUDGET = env_rate("MODEL_CALL_BUDGET", "200/h")
 # Counted where every process (web, worker, several web servers) sees the same numbers: Redis
 # when there is one, else a PostgreSQL table (created by accounts' migration 0002) with an
-# atomic increment. django-ratelimit warns (W001) about any cache but memcached and
-# django-redis; its errors for caches that are not shared or not atomic stay on.
-RATELIMIT_USE_CACHE = "ratelimit"
+# atomic increment.
 CACHES["ratelimit"] = (
     {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
     if REDIS_URL
     else {
         "BACKEND": "notebook.ratelimit.AtomicDatabaseCache",
         "LOCATION": "notebook_ratelimit",
-        "OPTIONS": {"MAX_ENTRIES": 10_000},  # stale windows are culled first
+        # Up to a dozen rows per limit and key (the slices of its window); stale ones are
+        # culled first.
+        "OPTIONS": {"MAX_ENTRIES": 100_000},
     }
 )
-SILENCED_SYSTEM_CHECKS = ["django_ratelimit.W001"]
 
 LANGUAGE_CODE = "en"
 # The interface's languages (those of the evaluation PDFs). The browser's Accept-Language picks

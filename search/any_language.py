@@ -9,6 +9,9 @@
 3. Rerank: passages by RERANKER (notebook.rerank); documents per candidate by the chat model
    (search.doc_rerank).
 
+Every model call of a search draws on the user's model-call budget (notebook.model_budget);
+when it is spent, the stage takes its offline path and `info["model_budget"]` says until when.
+
 The stages' wall times are `info["stages"]` (seconds) beside the finer `timings`.
 """
 
@@ -18,7 +21,11 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from search.expansion import Expansion, expand
+from django.conf import settings
+
+from notebook import model_budget
+from notebook.model_budget import BudgetSpent
+from search.expansion import BUDGET_SPENT, Expansion, expand
 from search.retrieval import Scope, SearchResult, search
 
 if TYPE_CHECKING:
@@ -39,7 +46,16 @@ def search_any_language(
     """Ranked passages (or, in "documents" mode, documents) for `query` in any language."""
     scope = scope or Scope()
     started = time.perf_counter()
-    expansion = expand(query) if expand_query else Expansion(query=query)
+    refused: BudgetSpent | None = None
+    expansion = Expansion(query=query)
+    if expand_query:
+        try:
+            if settings.CHAT_MODEL:
+                model_budget.charge(user_id=user.pk, feature="query expansion")
+            expansion = expand(query)
+        except BudgetSpent as exc:
+            refused = exc
+            expansion = Expansion(query=query, fallback=BUDGET_SPENT)
     chosen = scope.doc_type
     doc_type = chosen or expansion.doc_type
     if mode == "documents":
@@ -63,12 +79,15 @@ def search_any_language(
             mode=mode,  # type: ignore[arg-type]
             rerank=rerank,
             extra_queries=expansion.queries,
+            budgeted=True,
             **options,
         )
     stage_search = result.total - result.timings.get("rerank", 0.0)
     result.timings = {"expansion": expansion.seconds, **result.timings}
     result.info["expansion"] = expansion.as_info()
     result.info["expansion_fallback"] = expansion.fallback  # the English message, for gettext
+    if refused is not None:
+        model_budget.record(result.info, refused)
     result.info["doc_type"] = {
         "value": doc_type,
         "source": "user" if chosen else ("inferred" if doc_type else None),

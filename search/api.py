@@ -9,6 +9,7 @@ from django.core.exceptions import ValidationError
 from ninja import Query, Router
 
 from attachments import selectors
+from notebook.ratelimit import rate_limit, user_key
 from notebook.types import AuthenticatedHttpRequest
 from notes.selectors import note_get, notebook_get
 from search.any_language import search_any_language
@@ -32,6 +33,8 @@ def _search(request: AuthenticatedHttpRequest, params: SearchIn) -> SearchOut:
         note_get(user=request.user, note_id=params.note_id)
     for attachment_id in params.attachment_ids or []:
         selectors.attachment_get(user=request.user, attachment_id=attachment_id)
+    # Beyond SEARCH_RATE_LIMIT: RateLimited, a 429 with Retry-After (notebook.api).
+    rate_limit(scope="search", key=user_key(request.user))
     scope = Scope(
         params.notebook_id,
         params.note_id,
@@ -126,7 +129,8 @@ def search_get(request: AuthenticatedHttpRequest, params: Query[SearchIn]) -> Se
     """Passages from your PDFs and notes, best first, each with a readable `snippet` and its
     `heading`, every score (BM25, cosine, fused) and per-stage timings. Filters (`notebook_id`,
     `note_id`, `attachment_ids`) narrow the scope. Right after the server starts, `warming_up`
-    says the results are keyword-only while the embedding model loads."""
+    says the results are keyword-only while the embedding model loads. Beyond
+    SEARCH_RATE_LIMIT searches (GET and POST together): 429 with `Retry-After`."""
     return _search(request, params)
 
 

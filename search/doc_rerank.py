@@ -117,6 +117,12 @@ def _score(
     return float(answer.relevancy), ""
 
 
+def most_calls(candidates: int) -> int:
+    """The requests rerank_documents may make for this many candidates: one each, and a
+    tie-break when two or more."""
+    return candidates + (1 if candidates >= 2 else 0)
+
+
 def rerank_documents(query: str, candidates: list[Candidate]) -> DocRerankOutcome:
     """Relevancies and the new order of `candidates` (in fused order), or the reason the fused
     order is kept. Never raises for a failing model."""

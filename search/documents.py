@@ -16,8 +16,14 @@ from typing import TYPE_CHECKING, Any
 from django.db import connection, transaction
 
 from attachments.models import NoteAttachment, SourceProfile
-from notebook import metrics
-from search.doc_rerank import CANDIDATE_CHARS, Candidate, rerank_documents
+from notebook import metrics, model_budget
+from search.doc_rerank import (
+    CANDIDATE_CHARS,
+    Candidate,
+    DocRerankOutcome,
+    most_calls,
+    rerank_documents,
+)
 from search.fusion import rrf
 from search.retrieval import (
     EF_SEARCH,
@@ -124,7 +130,8 @@ def search_documents(
     query: the original and its English forms) fused by RRF with the documents' best passages,
     plus a small lift for documents of `doc_type_hint` (the type the chat model inferred; a
     user-chosen type is `scope.doc_type`, a hard filter). The top `candidates` are reranked by
-    the chat model when `rerank` (default: when CHAT_MODEL is set)."""
+    the chat model when `rerank` (default: when CHAT_MODEL is set) and the user's model-call
+    budget has room for every call that may take (else the fused order stays)."""
     from django.conf import settings
 
     scope = replace(scope or Scope(), include_notes=False)
@@ -202,7 +209,15 @@ def search_documents(
             Candidate(str(d.attachment.pk), candidate_text(d, by_document.get(d.attachment.pk, [])))
             for d in documents
         ]
-        outcome = rerank_documents(_clean(query), pool)
+        try:
+            if settings.CHAT_MODEL:  # the most calls it may make, charged before any is made
+                model_budget.charge(
+                    user_id=user.pk, feature="document rerank", calls=most_calls(len(pool))
+                )
+            outcome = rerank_documents(_clean(query), pool)
+        except model_budget.BudgetSpent as refused:
+            model_budget.record(info, refused)
+            outcome = DocRerankOutcome(backend="llm", fallback=model_budget.FALLBACK)
         timings["rerank"] = outcome.seconds
         info["rerank"] = {
             "backend": outcome.backend,

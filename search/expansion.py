@@ -3,8 +3,9 @@ model gives the query's language, an English translation, an expanded English qu
 related terms) and the document type it seems to ask for. Retrieval then searches the query as
 written AND the English queries, and fuses them (search.retrieval).
 
-Offline (no CHAT_MODEL), or when the call fails (junk, timeout, HTTP error, open breaker), the
-query is searched as written; `Expansion.fallback` says why. See docs/retrieval.md.
+Offline (no CHAT_MODEL), when the call fails (junk, timeout, HTTP error, open breaker) or when
+the user's model-call budget is spent (search.any_language), the query is searched as written;
+`Expansion.fallback` says why. See docs/retrieval.md.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ MAX_EXPANDED_CHARS = 500
 # Said in English in the API's info and translated on the page (gettext_noop: for catalogues).
 NEEDS_CHAT_MODEL = gettext_noop("translation needs a chat model: the query is searched as written")
 FAILED = gettext_noop("the chat model did not give a usable expansion: searched as written")
+BUDGET_SPENT = gettext_noop("your model-call budget is used up: the query is searched as written")
 
 SYSTEM = (
     "You prepare search queries for a document search engine over a user's receipts, "
@@ -59,7 +61,8 @@ class Expansion:
     expanded: str = ""
     doc_type: str | None = None  # inferred by the model
     backend: str = "none"  # "llm" | "none"
-    fallback: str = ""  # why the query is searched as written (NEEDS_CHAT_MODEL, FAILED), or ""
+    # Why the query is searched as written (NEEDS_CHAT_MODEL, FAILED, BUDGET_SPENT), or "".
+    fallback: str = ""
     reason: str = ""  # what went wrong with the call ("timeout", "HTTP 429", "not JSON", …)
     seconds: float = 0.0
 

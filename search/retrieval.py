@@ -301,6 +301,7 @@ def search(
     anchor_boost: float | None = None,
     anchor_pages: list[tuple[int, int]] | None = None,
     extra_queries: list[str] | None = None,
+    budgeted: bool = False,
 ) -> SearchResult:
     """Ranked passages (document chunks and notes) for `query` among what `user` may see,
     with every score, the timings of each stage and how the ranking was made.
@@ -313,7 +314,10 @@ def search(
     `anchor_pages` ((attachment id, page): the pages the previous answer cited) get
     SEARCH_ANCHOR_PAGE_BOOST more. `extra_queries` (the
     query's English translation and expansion, search.expansion) are searched too, each leg
-    beside the original's, and fused with them."""
+    beside the original's, and fused with them. `budgeted`: the rerank draws on the user's
+    model-call budget (the search page and API; the chat agent's searches are under the chat
+    rate limit), and the fused order stays when it is spent."""
+    from notebook import model_budget
     from notebook import rerank as reranking
 
     scope = scope or Scope()
@@ -387,6 +391,13 @@ def search(
     ranked = [hits[key] for key in order if key in hits]
     timings["fuse"] = time.perf_counter() - started
 
+    if rerank and ranked and budgeted and reranking.reranker_enabled():
+        try:
+            model_budget.charge(user_id=user.pk, feature="rerank")
+        except model_budget.BudgetSpent as refused:
+            model_budget.record(info, refused)
+            info["rerank"] = {"backend": settings.RERANKER, "fallback": model_budget.FALLBACK}
+            rerank = False
     if rerank and ranked:
         outcome = reranking.rerank(_clean(query), [hit.text for hit in ranked[:rerank_pool]])
         timings["rerank"] = outcome.seconds

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from datetime import datetime
+from typing import Any
 from urllib.parse import quote
 
 from django.contrib.auth.decorators import login_required
@@ -10,13 +12,15 @@ from django.db import DatabaseError
 from django.http import HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
-from django.utils.formats import number_format
+from django.utils.formats import date_format, number_format
+from django.utils.timezone import localtime
 from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_http_methods
 
 from attachments import selectors
 from attachments.models import NoteAttachment
+from notebook.ratelimit import RateLimited, rate_limit, too_many_requests, user_key
 from notebook.types import AuthenticatedHttpRequest
 from notes.selectors import note_get, notebook_get, notebook_list, visible_notes
 from search.any_language import search_any_language
@@ -55,6 +59,20 @@ def _degraded(result: SearchResult | None) -> str:
     return gettext(DEGRADED) % {"reason": gettext(result.degraded_reason)}
 
 
+def _budget_note(info: dict[str, Any]) -> str:
+    """That the user's model-call budget kept the model out of this search, and until when
+    (a time today, else a date and time)."""
+    spent = info.get("model_budget")
+    if not spent:
+        return ""
+    until = localtime(datetime.fromisoformat(spent["until"]))
+    today = until.date() == localtime().date()
+    when = date_format(until, "TIME_FORMAT" if today else "SHORT_DATETIME_FORMAT")
+    return gettext(
+        "Model budget used up: these results are ranked without the model until %(time)s."
+    ) % {"time": when}
+
+
 @login_required
 @require_http_methods(["GET"])
 def search_page(request: AuthenticatedHttpRequest, notebook_id: int | None = None) -> HttpResponse:
@@ -82,6 +100,7 @@ def search_page(request: AuthenticatedHttpRequest, notebook_id: int | None = Non
     doc_type = params.get("type", "")
     doc_type = doc_type if doc_type in dict(DOC_TYPES) else ""
     error = ""
+    refused: RateLimited | None = None
     result = None
     if len(query) > MAX_QUERY_CHARS:
         error = ngettext(
@@ -91,6 +110,7 @@ def search_page(request: AuthenticatedHttpRequest, notebook_id: int | None = Non
         ) % {"limit": number_format(MAX_QUERY_CHARS, force_grouping=True)}
     elif query:
         try:
+            rate_limit(scope="search", key=user_key(user))
             result = search_any_language(
                 user=user,
                 query=query,
@@ -105,6 +125,8 @@ def search_page(request: AuthenticatedHttpRequest, notebook_id: int | None = Non
                 mode=mode,
                 **({} if mode == "documents" else {"diversity": diversity}),
             )
+        except RateLimited as exc:
+            refused = exc
         except DatabaseError:  # the keyword leg failed (a vector failure only degrades)
             logger.exception("search for user %s failed", user.pk)
             error = gettext("Search failed: the database did not answer. Try again in a moment.")
@@ -152,6 +174,7 @@ def search_page(request: AuthenticatedHttpRequest, notebook_id: int | None = Non
         "expansion_note": gettext(info["expansion_fallback"])
         if info.get("expansion_fallback")
         else "",
+        "budget_note": _budget_note(info),
         "stages_ms": {stage: round(s * 1000) for stage, s in stages.items()},
         "doc_types": DOC_TYPES,
         "doc_type_label": dict(DOC_TYPES).get(str((info.get("doc_type") or {}).get("value"))),
@@ -167,6 +190,8 @@ def search_page(request: AuthenticatedHttpRequest, notebook_id: int | None = Non
         "processing_count": processing.count(),
         "has_sources": live_notes.exists(),
         "error": error,
+        # Shown where the results go (the htmx region swaps a 429 in, see base.html).
+        "refused": refused.message if refused else "",
         "filters": {
             "notebooks": notebook_list(user=user) if notebook_id is None else [],
             "notes": live_notes.order_by("title")[:500],
@@ -183,4 +208,5 @@ def search_page(request: AuthenticatedHttpRequest, notebook_id: int | None = Non
     }
     # htmx asks for the results alone (the region refreshing itself while the model warms up).
     template = "search/search.html#results" if request.htmx else "search/search.html"
-    return render(request, template, context)
+    response = render(request, template, context)
+    return too_many_requests(response, refused) if refused else response

@@ -1,7 +1,7 @@
 """Rate limits: questions and retries (page, socket, API, one budget), uploaded files (page,
 API), wrong API tokens (per address and per token prefix; right tokens always pass) and
 sign-ups (per address) answer 429 with when to come back, store nothing, and leave other users
-and addresses alone."""
+and addresses alone. The window slides: no window of one period passes more than the limit."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from accounts.services import api_token_create
 from attachments.models import NoteAttachment
 from chat import services
 from chat.models import Conversation, Message
+from notebook import ratelimit
 from notebook.env import env_rate
 from notebook.ratelimit import RateLimited, rate_limit, user_key
 from tests.chat.test_consumer import ask_frame, cookies_of, socket
@@ -61,7 +62,8 @@ def pdf(name: str) -> SimpleUploadedFile:
 
 
 def assert_retry_after(response) -> None:
-    assert 0 < int(response["Retry-After"]) <= 3600
+    # An hour, and up to a slice (a tenth) more: what is counted leaves slice by slice.
+    assert 0 < int(response["Retry-After"]) <= 3600 + 360
 
 
 def first_reply(user, conversation_id: int, text_data: str) -> str:
@@ -307,6 +309,77 @@ def test_signups_from_one_address_are_refused_beyond_the_limit(anon_client, sett
 
 
 # --- the parts ---------------------------------------------------------------------------------
+
+
+class Clock:
+    """notebook.ratelimit's clock, moved by the test."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch) -> Clock:
+    clock = Clock(1_700_000_040.0)  # the start of a minute
+    monkeypatch.setattr(ratelimit, "_clock", clock)
+    return clock
+
+
+def passed(count: int, key: str) -> int:
+    """How many of `count` questions at once pass."""
+    n = 0
+    for _ in range(count):
+        try:
+            rate_limit(scope="chat", key=key)
+            n += 1
+        except RateLimited:
+            pass
+    return n
+
+
+def test_bursts_across_a_window_edge_pass_the_limit_once_in_a_minute(settings, clock):
+    settings.RATE_LIMITS = {"chat": "10/m"}
+    # A burst every ten seconds for a minute: a fixed window, whatever its phase, ends between
+    # two of them, and the burst after its end would pass as well as the one before.
+    bursts = []
+    for _ in range(7):
+        bursts.append(passed(10, "user:1"))
+        clock.now += 10
+    assert bursts == [10, 0, 0, 0, 0, 0, 0]
+    clock.now += 70 - 66  # the first burst has left the window (within a tenth of a minute)
+    assert passed(10, "user:1") == 10
+    assert passed(10, "user:2") == 10  # others count apart
+
+
+def test_a_refusal_says_when_enough_of_the_window_has_passed(settings, clock):
+    settings.RATE_LIMITS = {"chat": "3/m"}
+    for step in (0, 20, 20):  # one question at 0 s, 20 s and 40 s
+        clock.now += step
+        rate_limit(scope="chat", key="user:1")
+    clock.now += 5
+    with pytest.raises(RateLimited) as refused:
+        rate_limit(scope="chat", key="user:1")
+    wait = refused.value.retry_after
+    # The first question leaves the count within a tenth of a minute after it is a minute old.
+    assert 60 - 45 <= wait <= 60 + 6 - 45
+    clock.now += wait - 1
+    with pytest.raises(RateLimited):
+        rate_limit(scope="chat", key="user:1")
+    clock.now += 1
+    rate_limit(scope="chat", key="user:1")  # one left the window: one fits
+    with pytest.raises(RateLimited):
+        rate_limit(scope="chat", key="user:1")
+
+
+def test_a_cost_beyond_the_limit_is_refused_for_a_whole_period(settings, clock):
+    settings.RATE_LIMITS = {"upload": "2/h"}
+    with pytest.raises(RateLimited) as refused:
+        rate_limit(scope="upload", key="user:1", cost=3)
+    assert refused.value.retry_after == 3600
+    rate_limit(scope="upload", key="user:1", cost=2)  # the refusal spent nothing
 
 
 def test_rates_are_checked_when_settings_load(monkeypatch):

@@ -1,7 +1,8 @@
 """Writing one guide in a django-q2 worker: claim (conditional UPDATE on the token the task was
-queued with), build (with the chat model when one is configured and answers, else offline),
-write only while the token still holds. Transient embedding failures are retried with backoff,
-at most INGEST_MAX_ATTEMPTS runs; anything else ends `failed` with a reason."""
+queued with), build (with the chat model when one is configured, the notebook owner's
+model-call budget has room and the model answers, else offline), write only while the token
+still holds. Transient embedding failures are retried with backoff, at most
+INGEST_MAX_ATTEMPTS runs; anything else ends `failed` with a reason."""
 
 from __future__ import annotations
 
@@ -27,12 +28,15 @@ from guides.services.scheduling import (
     notebook_sources,
     source_fingerprint,
 )
+from notebook import model_budget
 from notebook.embeddings import EmbeddingError
 from search.retrieval import Scope
 
 logger = logging.getLogger(__name__)
 Status = Guide.Status
 RETRY_BACKOFF = (30, 120, 600)  # seconds, as ingestion's
+# A ready guide's `error` when the budget kept the model out (shown beside how it was written).
+BUDGET_SPENT = "The chat model was not asked: the notebook owner had used up their model calls."
 
 
 class Superseded(Exception):
@@ -91,7 +95,7 @@ def guide_write(*, guide_id: int, token: int) -> None:
             fields = build_source(run, guide.attachment)
         else:
             fields = build_notebook(run, guide)
-        run.end(status=Status.READY, ready_at=timezone.now(), error="", **fields)
+        run.end(status=Status.READY, ready_at=timezone.now(), **{"error": "", **fields})
     except Superseded:
         logger.info("guide %s run %s was superseded; stopping", guide_id, token)
     except EmbeddingError as exc:
@@ -136,8 +140,14 @@ def _common(
     scope: Scope,
     user: Any,
 ) -> dict[str, Any]:
-    """Summary, topics and questions: the model's (verified) when it answers, else offline."""
-    written = model_guide(title, entries, chosen)
+    """Summary, topics and questions: the model's (verified) when it answers, else offline;
+    `error` says when the owner's model-call budget kept the model out."""
+    written, note = None, ""
+    if settings.CHAT_MODEL and chosen:
+        if model_budget.spend(user_id=user.pk, feature="guide"):
+            written = model_guide(title, entries, chosen)
+        else:
+            note = BUDGET_SPENT
     run.beat("model")
     candidates: list[content.Question] = []
     if written is not None:
@@ -163,6 +173,7 @@ def _common(
         "questions": questions,
         "generator": generator,
         "model": model,
+        "error": note,
     }
 
 

@@ -32,6 +32,7 @@ from chat.models import Conversation, Memory, Message
 from chat.prompts import EARLIER_RULE, MEMORIES_HEAD, memories_block
 from chat.tasks import extract_memories
 from core.models import Job
+from notebook.breakers import breaker
 from tests.factories import NotebookFactory
 from tests.fake_chat import Hang, Metadata, Refusal, Status, fake_chat_server
 from tests.fake_openai import fake_openai_server, fake_vector
@@ -368,6 +369,20 @@ def test_a_failing_model_call_falls_back_to_explicit_statements_and_is_counted(
     assert memories_of(alice, notebook) == [("fact", "My thesis is due in May", 0.8)]
     assert stats["failed"] == 1
     assert Message.objects.filter(pk=answer.pk).values().get() == before  # answer untouched
+
+
+def test_beyond_the_owners_model_call_budget_only_explicit_statements_count(
+    fake, settings, alice, notebook, stats
+):
+    settings.MODEL_CALL_BUDGET = "1/h"
+    extract_memories(exchange(alice, notebook, "What is due?").pk)
+    asked = len(fake.memory_requests)
+    assert asked
+    extract_memories(exchange(alice, notebook).pk)  # "Remember that my thesis is due in May."
+    assert len(fake.memory_requests) == asked  # the model was not asked again
+    assert memories_of(alice, notebook) == [("fact", "My thesis is due in May", 0.8)]
+    assert stats["failed"] == 0  # not a failure: the model was not asked
+    assert (breaker("llm").state, breaker("llm").failures) == ("closed", 0)
 
 
 def test_an_error_inside_extraction_is_logged_and_counted_never_raised(

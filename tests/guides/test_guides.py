@@ -21,7 +21,8 @@ from chat.llm.server import forget_servers
 from core.models import Job
 from guides import services
 from guides.models import Guide
-from guides.services import content
+from guides.services import content, writing
+from notebook.breakers import breaker
 from notes.services import note_create, notebook_create
 from tests.attachments.test_pipeline import ingest
 from tests.conftest import upload
@@ -191,6 +192,21 @@ def test_a_model_whose_every_sentence_is_unverifiable_gives_the_offline_guide(wo
 def test_offline_without_a_model(world, settings):
     settings.CHAT_MODEL = ""
     assert_offline(source_guide(world))
+
+
+def test_beyond_the_owners_model_call_budget_the_guide_is_offline_and_says_so(
+    world, fake, settings, alice_client
+):
+    settings.MODEL_CALL_BUDGET = "1/h"
+    fake.respond = cited_reply
+    assert source_guide(world).generator == "llm"
+    guide = source_guide(world)
+    assert len(guide_calls(fake)) == 1  # the second guide asked no model
+    assert_offline(guide)
+    assert guide.error == writing.BUDGET_SPENT
+    assert (breaker("llm").state, breaker("llm").failures) == ("closed", 0)
+    page = alice_client.get(f"/attachments/{world.pdf.pk}/guide/", headers={"HX-Request": "true"})
+    assert f"No language model was used. {writing.BUDGET_SPENT}</p>" in page.content.decode()
 
 
 # --- fencing and debounce

@@ -13,7 +13,9 @@ from attachments.models import SourceProfile
 from attachments.naming import display_name
 from attachments.services import attachment_reprocess
 from chat.llm.server import forget_servers
+from intelligence import services
 from intelligence.services import profile_build, profile_request
+from notebook.breakers import breaker
 from notes.services import note_create, notebook_create
 from tests.attachments.test_pipeline import ingest
 from tests.chat.test_prompt_injection import text_pdf
@@ -263,6 +265,27 @@ def test_llm_failures_fall_back_to_offline(invoice, fake, settings, turn):
     assert profile.method == "offline"
     assert profile.doc_type == "invoice"
     assert profile.extracted["total"] == "15625.00"
+
+
+def test_beyond_the_owners_model_call_budget_the_profile_is_made_offline_and_says_so(
+    invoice, fake, settings, alice_client
+):
+    settings.MODEL_CALL_BUDGET = "3/h"
+    fake.respond = lambda body: Metadata(
+        {"doc_type": "invoice", "confidence": 0.9, "better_name": "Fjordline invoice"}
+        if "Allowed types" in body["messages"][0]["content"]
+        else {"invoice_number": "2026-117"}
+    )
+    assert build(invoice).method == "llm"  # two calls
+    half = build(invoice)  # classified by the model; the extraction does not fit
+    assert (half.method, half.error) == ("llm+offline", services.BUDGET_SPENT_EXTRACTING)
+    offline = build(invoice)
+    assert len(fake.unstreamed) == 3
+    assert (offline.status, offline.method, offline.doc_type) == ("ready", "offline", "invoice")
+    assert offline.error == services.BUDGET_SPENT
+    assert (breaker("llm").state, breaker("llm").failures) == ("closed", 0)
+    page = alice_client.get(f"/sources/{invoice.pk}/").content.decode()
+    assert f'<span data-testid="profile-note">{services.BUDGET_SPENT}</span>' in page
 
 
 def test_llm_extraction_junk_keeps_the_model_type_and_extracts_offline(invoice, fake):

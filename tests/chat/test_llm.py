@@ -14,9 +14,11 @@ from django.template.loader import render_to_string
 
 from chat.agent import generate
 from chat.llm import forget_servers, parse_json_object, token_counter
+from chat.llm.server import traits
 from chat.models import Message
 from chat.rendering import present
 from chat.services import conversation_create, message_ask, message_retry
+from notebook.breakers import breaker
 from notebook.textutil import estimate_tokens
 from tests.attachments.test_pipeline import ingest
 from tests.conftest import upload
@@ -565,6 +567,24 @@ def test_a_stream_broken_midway_keeps_the_partial_answer(fake, conversation, cle
     assert message.content == text[:24]
     assert "".join(d["text"] for d in events.of("token")) == text[:24]
     assert message.tool_calls[0]["name"] == "document_search"
+
+
+@pytest.mark.django_db
+def test_a_connection_dropped_during_the_first_streamed_request_leaves_tools_on(fake, conversation):
+    """A server that crashed while the first answer streamed (no text, no tool call yet) failed
+    that answer, counted by the breaker; it did not show that it cannot stream tool calls."""
+    fake.script = [BreakMidStream(text="", after_chunks=0)]
+    failed, _ = ask(conversation)
+    assert failed.status == Message.Status.ERROR
+    assert "connection to the language model" in failed.error
+    assert len(fake.streamed) == 1  # not asked again without tools
+    assert breaker("llm").failures == 1
+    assert traits().streamed_tools
+    fake.requests.clear()
+    message, _ = ask(conversation, "How does the url package break lines?")
+    assert message.status == Message.Status.COMPLETE
+    assert fake.streamed[0]["tool_choice"] == "auto"
+    assert fake.streamed[0]["tools"]
 
 
 @pytest.mark.django_db

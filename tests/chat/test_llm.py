@@ -663,6 +663,29 @@ def test_chat_template_tokens_never_reach_the_page(settings, conversation):
     assert message.citations
 
 
+JUNK = ("&lt;", "&gt;", "&quot;", "&#x27;", "<source", "</source", "|>", "｜", "<end_of_turn>",
+        "ignore the rules", "Rules", "untrusted material", "Do not answer from memory")  # fmt: skip
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("profile", ["echo", "escaped_markup", "closing_tokens"])
+def test_template_junk_never_reaches_the_saved_answer(settings, conversation, profile):
+    """What a 270M model on llama-cpp-python wrote around its answers: the system prompt
+    echoed HTML-escaped and re-wrapped, the answer inside our escaped <source> fence, closing
+    and full-width special tokens. The answer is saved without it, and its quote verified."""
+    forget_servers()
+    with fake_chat_server(profile) as server:
+        settings.CHAT_MODEL = "fake-model"
+        settings.OPENAI_BASE_URL = f"{server.url}/v1"
+        message, _ = ask(conversation)
+    forget_servers()
+    assert message.status == Message.Status.COMPLETE
+    assert message.content.startswith("The documents say: ")
+    for junk in JUNK:
+        assert junk not in message.content
+    assert message.metadata["grounding"] == "cited"
+
+
 @pytest.mark.django_db
 def test_echoed_prompt_lines_are_removed_from_the_saved_answer(fake, conversation):
     def echo(body: dict[str, Any]) -> Any:

@@ -5,6 +5,7 @@ questions are answered offline."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from contextlib import contextmanager
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 from django.db import OperationalError, connection
+from django.template.loader import render_to_string
 from pydantic import BaseModel
 
 from chat.agent import generate, get_answerer
@@ -20,7 +22,8 @@ from chat.llm import forget_servers
 from chat.llm.server import model_available
 from chat.llm.structured import structured_call
 from chat.models import Message
-from chat.services import conversation_create, message_ask
+from chat.rendering import present
+from chat.services import conversation_create, message_ask, message_retry
 from notebook import breakers
 from notebook.breakers import breaker, reset_all
 from notebook.embeddings import EmbeddingError, get_embedder
@@ -488,6 +491,25 @@ def test_a_failing_chat_model_opens_the_circuit_and_questions_are_answered_offli
     assert message.answerer == "extractive"
     assert message.citations  # quoted from the sources, verified
     assert len(chat.requests) == sent  # the model was not asked
+
+
+@pytest.mark.django_db
+def test_after_the_circuit_opens_retry_says_the_sources_answer_and_offers_to_wait(
+    chat, conversation
+):
+    first, *_, last = fail_until_open(chat, conversation, Status(503))
+    html = render_to_string("chat/_message.html", {"item": present(last)})
+    assert 'data-testid="model-skipped"' in html
+    assert "Retry answers from your sources directly" in html
+    assert re.search(r"To have the model answer, wait about \d+ s, until it is tried again", html)
+    retried = message_retry(message=last)
+    message = generate(retried.pk, emit=lambda event, data: None)
+    assert message is not None
+    assert message.answerer == "extractive"  # as the notice said
+    breaker("llm").reset()  # the model is back: a failed answer's Retry asks it again
+    html = render_to_string("chat/_message.html", {"item": present(first)})
+    assert "Retry" in html
+    assert "model-skipped" not in html
 
 
 @pytest.mark.django_db

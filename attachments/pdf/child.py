@@ -83,6 +83,24 @@ def fix_accents(text: str) -> str:
     return unicodedata.normalize("NFC", fixed)
 
 
+# pdfminer writes "(cid:13)" for a glyph its font gives no Unicode for (TeX's symbol fonts
+# without a ToUnicode map: the circle of "©", quotes, brackets). The code means nothing to a
+# reader, a search or a quote, and which character it stands for depends on the font, so it is
+# dropped, and a space before it too where no word follows ("authors (cid:14)." → "authors.",
+# "the (cid:8)url(cid:9) package" → "the url package").
+GLYPH_CODE = re.compile(
+    r"^(?:\(cid:\d+\))+[ \t]*"  # at a line's start, with the space after
+    r"|[ \t]*\(cid:\d+\)(?=[ \t.,;:!?)\]]|$)"  # before a space, punctuation or the line's end
+    r"|\(cid:\d+\)",
+    re.MULTILINE,
+)
+
+
+def strip_glyph_codes(text: str) -> str:
+    """`text` without pdfminer's "(cid:NN)" codes of unmapped glyphs."""
+    return GLYPH_CODE.sub("", text) if "(cid:" in text else text
+
+
 def _line_style(line: Any) -> tuple[float, bool]:
     from pdfminer.layout import LTChar
 
@@ -182,7 +200,7 @@ def run_text(path: str, password: str, max_pages: int) -> None:
             for line in box:
                 if not isinstance(line, LTTextLine):
                     continue
-                text = fix_accents(line.get_text().rstrip("\n").rstrip())
+                text = strip_glyph_codes(fix_accents(line.get_text().rstrip("\n").rstrip()))
                 if not text.strip():
                     continue
                 sep = "\n" if box_started else ("\n\n" if parts else "")

@@ -1,5 +1,7 @@
 """Re-chunking ready attachments from their stored pages, after chunking changed (running heads
-and footers, headings): no new extraction or OCR, page texts (and so citations) untouched."""
+and footers, headings): no new extraction or OCR. Page texts (and so citations) are untouched,
+except that glyph codes of unmapped characters ("(cid:13)"), which extraction drops since
+issue 31, are dropped from pages stored before."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from django.db import transaction
 
 from attachments.chunking import chunk_pages
 from attachments.models import DocumentChunk, DocumentPage, NoteAttachment
+from attachments.pdf.child import GLYPH_CODE
 from attachments.pdf.extract import ExtractedPage, Line, PdfError, extract_text
 from attachments.pdf.layout import find_boilerplate
 from attachments.services.ingestion import _source, chunk_rows, index_text
@@ -25,6 +28,33 @@ class Rechunked:
     chunks: int
     running_lines: int  # running heads and footers found, all pages together
     styled_pages: int  # pages with line styles (font size, weight) to find headings by
+    cleaned_pages: int = 0  # pages whose stored text had glyph codes, dropped now
+
+
+def without_glyph_codes(text: str, lines: list[list[Any]]) -> tuple[str, list[list[Any]]]:
+    """A stored page's text without glyph codes (as extraction gives it now), and its line
+    spans moved to match: a span keeps the characters it held, less the codes."""
+    kept: list[str] = []
+    cuts: list[tuple[int, int]] = []  # (start, end) of each removed code in the old text
+    at = 0
+    for match in GLYPH_CODE.finditer(text):
+        kept.append(text[at : match.start()])
+        cuts.append(match.span())
+        at = match.end()
+    if not cuts:
+        return text, lines
+    kept.append(text[at:])
+
+    def moved(offset: int) -> int:
+        removed = 0
+        for start, end in cuts:
+            if start >= offset:
+                break
+            removed += min(end, offset) - start
+        return offset - removed
+
+    spans = [[moved(start), moved(end), *rest] for start, end, *rest in lines]
+    return "".join(kept), [span for span in spans if span[1] > span[0]]
 
 
 def _recover_styles(attachment: NoteAttachment) -> dict[tuple[int, str], list[list[Any]]]:
@@ -75,7 +105,13 @@ def attachment_rechunk(*, attachment_id: int, dry_run: bool = False) -> Rechunke
         if not locked.exists():
             return None
         rows = list(DocumentPage.objects.filter(attachment=attachment).order_by("number"))
+        cleaned = 0
         for row in rows:
+            text, lines = without_glyph_codes(row.text, row.lines)
+            if text != row.text:
+                row.text, row.lines = text, lines
+                cleaned += 1
+            # Keyed by the text as extraction gives it today, glyph codes dropped.
             if not row.lines and (recovered := styles.get((row.number, row.text))):
                 row.lines = recovered
         pages = [
@@ -94,18 +130,20 @@ def attachment_rechunk(*, attachment_id: int, dry_run: bool = False) -> Rechunke
             for c in chunks
         ]
         # No chunks at all would leave a ready file unsearchable: keep the old ones then.
-        changed = bool(chunks) and old != new
+        # Cleaned pages change the chunks' text even where their offsets stay the same.
+        changed = bool(chunks) and (old != new or cleaned > 0)
         result = Rechunked(
             changed=changed,
             chunks=len(chunks) if changed else len(old),
             running_lines=sum(len(spans) for spans in boilerplate.running.values()),
             styled_pages=sum(bool(row.lines) for row in rows),
+            cleaned_pages=cleaned,
         )
         if dry_run:
             return result
         for row in rows:
             row.running = [list(span) for span in boilerplate.running.get(row.number, [])]
-        DocumentPage.objects.bulk_update(rows, ["lines", "running"], batch_size=500)
+        DocumentPage.objects.bulk_update(rows, ["text", "lines", "running"], batch_size=500)
         if changed:
             DocumentChunk.objects.filter(attachment=attachment).delete()
             DocumentChunk.objects.bulk_create(chunk_rows(attachment, chunks), batch_size=500)

@@ -67,7 +67,9 @@ METADATA_SOURCE_CHARS = 1500
 
 
 class _ToolsBroke(Exception):
-    """The server failed a request because tools were offered (before any text came)."""
+    """The server failed a request because tools were offered (before any text came): an HTTP
+    error, an error reported in the stream, or a clean end without `finish_reason`. Never a
+    broken connection, which is a failure of that answer only."""
 
 
 @dataclass
@@ -330,7 +332,11 @@ class LLMAnswerer(ContextBudget):
                                 call.arguments += piece.function.arguments or ""
                         if choice.finish_reason:
                             turn.finish_reason = choice.finish_reason
-        except openai.APIError as exc:
+        except openai.APIConnectionError as exc:
+            # The connection broke (a crash, a restart, a timeout): this answer failed, and the
+            # breaker counted it; it says nothing about what the server supports.
+            raise cut_off(exc) from exc
+        except openai.APIError as exc:  # the server reported an error in the stream
             if offering and not turn.text:
                 raise _ToolsBroke from exc
             raise cut_off(exc) from exc

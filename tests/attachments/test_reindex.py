@@ -1,5 +1,6 @@
 """Pages keep their line styles and running heads; `manage.py reindex` re-chunks existing files
-from their pages (idempotently); the page-text view dims running heads and footers."""
+from their pages (idempotently) and drops glyph codes ("(cid:13)") from pages stored with them;
+the page-text view dims running heads and footers."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from django.core.management import call_command
 
 from attachments import services
 from attachments.models import NoteAttachment
+from tests.attachments.test_hostile_pdfs import one_page, pdf, stream
 from tests.attachments.test_pipeline import assert_consistent, ingest
 from tests.conftest import EVAL_PDFS, upload
 from tests.factories import NotebookFactory, NoteFactory
@@ -116,3 +118,70 @@ def test_page_text_view_dims_running_heads_and_still_marks_quotes(alice_client, 
     html = alice_client.get(url, {"page": 2, "quote": quote}).content.decode()
     assert '<mark id="quote">' in html
     assert html.count('<span class="running-line" title=') == 6
+
+
+# --- Glyph codes: a font without a Unicode map for some of its codes (TeX's symbol fonts), which
+# pdfminer writes as "(cid:NN)". Here Helvetica in StandardEncoding, which leaves 8, 9, 13 and
+# 14 undefined.
+
+GLYPH_FONT = (
+    b"<< /Font << /F1 << /Type /Font /Subtype /Type1 /BaseFont /Helvetica "
+    b"/Encoding << /Type /Encoding /BaseEncoding /StandardEncoding >> >> >> >>"
+)
+GLYPH_PAGE = (
+    rb"BT /F1 12 Tf 72 720 Td (The command \010urldef\011 breaks long addresses at slashes.) Tj "
+    rb"0 -200 Td (Copyright c\015 2000 the authors \016.) Tj ET"
+)
+CLEAN = [
+    "The command urldef breaks long addresses at slashes.",
+    "Copyright c 2000 the authors.",
+]
+# What extraction stored before it dropped the codes.
+STORED_BEFORE = [
+    "The command (cid:8)urldef(cid:9) breaks long addresses at slashes.",
+    "Copyright c(cid:13) 2000 the authors (cid:14).",
+]
+
+
+def glyph_code_pdf() -> bytes:
+    return pdf(*one_page(4, GLYPH_FONT), stream(GLYPH_PAGE))
+
+
+def line_texts(page) -> list[str]:
+    return [page.text[start:end] for start, end, _, _ in page.lines]
+
+
+def test_glyph_codes_of_unmapped_characters_are_dropped_at_extraction(alice, note):
+    attachment = ingest(upload(alice, note, "symbols.pdf", glyph_code_pdf()))
+    assert attachment.status == "ready", attachment.error
+    page = attachment.pages.get()
+    assert line_texts(page) == CLEAN
+    assert "(cid:" not in page.text
+    assert not attachment.chunks.filter(content__contains="(cid:").exists()
+    assert_consistent(attachment)
+
+
+def test_reindex_drops_glyph_codes_from_pages_stored_with_them(alice, note):
+    attachment = ingest(upload(alice, note, "symbols.pdf", glyph_code_pdf()))
+    page = attachment.pages.get()
+    styles = [line[2:] for line in page.lines]
+    second = len(STORED_BEFORE[0]) + 2
+    page.text = "\n\n".join(STORED_BEFORE)
+    page.lines = [[0, len(STORED_BEFORE[0]), *styles[0]],
+                  [second, second + len(STORED_BEFORE[1]), *styles[1]]]  # fmt: skip
+    page.save()
+    attachment.chunks.update(start_char=0, end_char=len(page.text), content=page.text)
+
+    assert "0 pages" not in reindex("--dry-run")
+    assert "(cid:" in attachment.pages.get().text  # a dry run writes nothing
+
+    output = reindex()
+    assert f"symbols.pdf (#{attachment.pk}): changed" in output
+    assert "glyph codes dropped on 1 pages" in output
+    page = attachment.pages.get()
+    assert line_texts(page) == CLEAN  # each line keeps its characters and its style
+    assert [line[2:] for line in page.lines] == styles
+    assert not attachment.chunks.filter(content__contains="(cid:").exists()
+    assert_consistent(attachment)  # re-embedded, offsets into the cleaned text
+
+    assert "0 attachment(s) re-chunked, 1 unchanged." in reindex()

@@ -17,6 +17,7 @@ import pytest
 from django.test import Client
 
 from chat import services
+from chat.model_output import strip_special_tokens
 from chat.models import Conversation, Message
 from chat.rendering import answer_html, sources
 from notebook.markdown import ALLOWED_TAGS
@@ -184,7 +185,9 @@ def test_hostile_model_output_is_text_live_and_sanitized_when_done_and_after_rel
         assert "<img" not in frame.lower()
     statuses = [f for f in live if "Searching documents for" in f]
     assert any("&lt;img src=https://attacker.example/q.png" in f for f in statuses)
-    assert tokens_in(frames, answer.pk) == HOSTILE_ANSWER
+    # As written, but for entities outside code, decoded as Markdown would show them anyway
+    # (chat.model_output); the frames above show they still arrive as text.
+    assert tokens_in(frames, answer.pk) == strip_special_tokens(HOSTILE_ANSWER)
 
     # Done: the whole message again, rendered and sanitized on the server.
     done = frames[-1]

@@ -14,9 +14,11 @@ from django.template.loader import render_to_string
 
 from chat.agent import generate
 from chat.llm import forget_servers, parse_json_object, token_counter
+from chat.llm.server import traits
 from chat.models import Message
 from chat.rendering import present
 from chat.services import conversation_create, message_ask, message_retry
+from notebook.breakers import breaker
 from notebook.textutil import estimate_tokens
 from tests.attachments.test_pipeline import ingest
 from tests.conftest import upload
@@ -568,6 +570,24 @@ def test_a_stream_broken_midway_keeps_the_partial_answer(fake, conversation, cle
 
 
 @pytest.mark.django_db
+def test_a_connection_dropped_during_the_first_streamed_request_leaves_tools_on(fake, conversation):
+    """A server that crashed while the first answer streamed (no text, no tool call yet) failed
+    that answer, counted by the breaker; it did not show that it cannot stream tool calls."""
+    fake.script = [BreakMidStream(text="", after_chunks=0)]
+    failed, _ = ask(conversation)
+    assert failed.status == Message.Status.ERROR
+    assert "connection to the language model" in failed.error
+    assert len(fake.streamed) == 1  # not asked again without tools
+    assert breaker("llm").failures == 1
+    assert traits().streamed_tools
+    fake.requests.clear()
+    message, _ = ask(conversation, "How does the url package break lines?")
+    assert message.status == Message.Status.COMPLETE
+    assert fake.streamed[0]["tool_choice"] == "auto"
+    assert fake.streamed[0]["tools"]
+
+
+@pytest.mark.django_db
 def test_an_unreachable_server_is_named(conversation, settings):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -641,6 +661,29 @@ def test_chat_template_tokens_never_reach_the_page(settings, conversation):
     assert message.content.startswith("The documents say: ")
     assert "ignore the rules" not in message.content  # the run-on turn is dropped
     assert message.citations
+
+
+JUNK = ("&lt;", "&gt;", "&quot;", "&#x27;", "<source", "</source", "|>", "｜", "<end_of_turn>",
+        "ignore the rules", "Rules", "untrusted material", "Do not answer from memory")  # fmt: skip
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("profile", ["echo", "escaped_markup", "closing_tokens"])
+def test_template_junk_never_reaches_the_saved_answer(settings, conversation, profile):
+    """What a 270M model on llama-cpp-python wrote around its answers: the system prompt
+    echoed HTML-escaped and re-wrapped, the answer inside our escaped <source> fence, closing
+    and full-width special tokens. The answer is saved without it, and its quote verified."""
+    forget_servers()
+    with fake_chat_server(profile) as server:
+        settings.CHAT_MODEL = "fake-model"
+        settings.OPENAI_BASE_URL = f"{server.url}/v1"
+        message, _ = ask(conversation)
+    forget_servers()
+    assert message.status == Message.Status.COMPLETE
+    assert message.content.startswith("The documents say: ")
+    for junk in JUNK:
+        assert junk not in message.content
+    assert message.metadata["grounding"] == "cited"
 
 
 @pytest.mark.django_db

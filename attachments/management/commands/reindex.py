@@ -1,7 +1,9 @@
 """`manage.py reindex`: after chunking changed, chunk every ready attachment again from its stored
 pages, then embed the chunks that changed.
 
-Nothing is extracted or OCR'd again and page texts stay as they are (citations keep matching).
+Nothing is extracted or OCR'd again and page texts stay as they are (citations keep matching),
+except for pdfminer's glyph codes of unmapped characters ("(cid:13)"), which are dropped from
+pages stored before extraction dropped them (issue 31): `reindex` finds and fixes those files.
 Pages stored before line styles were kept get them from the PDF once; an encrypted PDF whose
 unlocked copy is gone is re-chunked without them (headings by numbering and names alone).
 Re-running changes nothing: a file whose chunks come out the same keeps them and their vectors.
@@ -53,6 +55,11 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"{name} (#{pk}): {state}, {result.chunks} chunks, {result.running_lines} "
                 f"running heads/footers, {result.styled_pages} pages with line styles"
+                + (
+                    f", glyph codes dropped on {result.cleaned_pages} pages"
+                    if result.cleaned_pages
+                    else ""
+                )
             )
             changed += result.changed
             unchanged += not result.changed

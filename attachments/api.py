@@ -19,6 +19,7 @@ from attachments.schemas import (
     UploadOut,
 )
 from attachments.validation import download_name, upload_batch_limit_error
+from notebook.params import Id
 from notebook.ratelimit import rate_limit, user_key
 from notebook.types import AuthenticatedHttpRequest
 from notes.selectors import note_get
@@ -30,7 +31,7 @@ router = Router(tags=["attachments"])
     "/notes/{note_id}/attachments", response={201: UploadOut, 409: UploadOut, 422: UploadOut}
 )
 def create_attachments(
-    request: AuthenticatedHttpRequest, note_id: int, files: File[list[UploadedFile]]
+    request: AuthenticatedHttpRequest, note_id: Id, files: File[list[UploadedFile]]
 ) -> Status[UploadOut]:
     """Upload one or more files (multipart field `files`): PDFs are attached to the note; a
     Markdown (.md) or text (.txt) file becomes a new note of the same notebook (`notes`); an
@@ -97,18 +98,18 @@ def create_attachments(
 
 
 @router.get("/notes/{note_id}/attachments", response=list[AttachmentOut])
-def list_attachments(request: AuthenticatedHttpRequest, note_id: int) -> QuerySet[NoteAttachment]:
+def list_attachments(request: AuthenticatedHttpRequest, note_id: Id) -> QuerySet[NoteAttachment]:
     return selectors.attachment_list(user=request.user, note_id=note_id)
 
 
 @router.get("/attachments/{attachment_id}", response=AttachmentOut)
-def retrieve_attachment(request: AuthenticatedHttpRequest, attachment_id: int) -> NoteAttachment:
+def retrieve_attachment(request: AuthenticatedHttpRequest, attachment_id: Id) -> NoteAttachment:
     """Status and progress (stage, progress_current of progress_total) of one attachment."""
     return selectors.attachment_get(user=request.user, attachment_id=attachment_id)
 
 
 @router.get("/attachments/{attachment_id}/file")
-def download_attachment(request: AuthenticatedHttpRequest, attachment_id: int) -> FileResponse:
+def download_attachment(request: AuthenticatedHttpRequest, attachment_id: Id) -> FileResponse:
     """The original file (PDF or image) as uploaded."""
     attachment = selectors.attachment_get(user=request.user, attachment_id=attachment_id)
     response = FileResponse(
@@ -123,7 +124,7 @@ def download_attachment(request: AuthenticatedHttpRequest, attachment_id: int) -
 
 @router.get("/attachments/{attachment_id}/pages", response=list[PageOut])
 def list_attachment_pages(
-    request: AuthenticatedHttpRequest, attachment_id: int
+    request: AuthenticatedHttpRequest, attachment_id: Id
 ) -> QuerySet[DocumentPage]:
     """The extracted text, page by page (`is_ocr` marks pages read by OCR)."""
     return selectors.attachment_pages(user=request.user, attachment_id=attachment_id)
@@ -131,7 +132,7 @@ def list_attachment_pages(
 
 @router.post("/attachments/{attachment_id}/password", response=AttachmentOut)
 def submit_attachment_password(
-    request: AuthenticatedHttpRequest, attachment_id: int, payload: PasswordIn
+    request: AuthenticatedHttpRequest, attachment_id: Id, payload: PasswordIn
 ) -> NoteAttachment:
     """Unlock a password-protected PDF (used once, never stored). 422 on a wrong password;
     after 3 wrong ones, 409 until `reprocess` is called."""
@@ -140,14 +141,14 @@ def submit_attachment_password(
 
 
 @router.post("/attachments/{attachment_id}/reprocess", response=AttachmentOut)
-def reprocess_attachment(request: AuthenticatedHttpRequest, attachment_id: int) -> NoteAttachment:
+def reprocess_attachment(request: AuthenticatedHttpRequest, attachment_id: Id) -> NoteAttachment:
     attachment = selectors.attachment_get(user=request.user, attachment_id=attachment_id)
     rate_limit(scope="reprocess", key=user_key(request.user))  # 429 beyond it (notebook.api)
     return services.attachment_reprocess(attachment=attachment)
 
 
 @router.delete("/attachments/{attachment_id}", response={204: None})
-def delete_attachment(request: AuthenticatedHttpRequest, attachment_id: int) -> Status[None]:
+def delete_attachment(request: AuthenticatedHttpRequest, attachment_id: Id) -> Status[None]:
     attachment = selectors.attachment_get(user=request.user, attachment_id=attachment_id)
     services.attachment_delete(attachment=attachment)
     return Status(204, None)

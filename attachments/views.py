@@ -21,6 +21,7 @@ from attachments.models import NoteAttachment
 from attachments.naming import display_name
 from attachments.thumbnails import thumbnail_for
 from attachments.validation import download_name, upload_batch_limit_error
+from notebook.params import parse_id
 from notebook.ratelimit import (
     RateLimited,
     rate_limit,
@@ -71,10 +72,10 @@ def notebook_source_upload(request: AuthenticatedHttpRequest, notebook_id: int) 
     back = reverse("chat:workspace", args=[notebook.pk])
     fragment = _wants_fragment(request)
     note = None
-    if note_id := request.POST.get("note", "").strip():
-        if not note_id.isdigit():
+    if raw := request.POST.get("note", "").strip():
+        if (note_id := parse_id(raw)) is None:
             return _refuse(request, fragment, back, gettext("Choose a note from the list."))
-        note = note_get(user=request.user, note_id=int(note_id))
+        note = note_get(user=request.user, note_id=note_id)
         if note.notebook_id != notebook.pk:
             return _refuse(request, fragment, back, gettext("That note is in another notebook."))
     added = gettext("Added “%(name)s” to the note “%(title)s”. Processing starts now.")

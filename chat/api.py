@@ -13,7 +13,7 @@ from django.core.handlers.asgi import ASGIRequest
 from django.db.models import QuerySet
 from django.http import Http404, StreamingHttpResponse
 from ninja import Router, Status
-from ninja.pagination import LimitOffsetPagination, paginate
+from ninja.pagination import paginate
 from ninja.params.functions import Query as query_param
 
 from attachments.selectors import attachment_get
@@ -30,6 +30,7 @@ from chat.schemas import (
     MessageOut,
     SummaryOut,
 )
+from notebook.params import Id, Pagination, path_id, query_id
 from notebook.types import AuthenticatedHttpRequest
 from notes.selectors import note_get, notebook_get
 
@@ -43,9 +44,11 @@ STREAM_WAITERS = ThreadPoolExecutor(max_workers=256, thread_name_prefix="sse")
 
 
 @router.get("/conversations", response=list[ConversationOut])
-@paginate(LimitOffsetPagination)
+@paginate(Pagination)
 def list_conversations(
-    request: AuthenticatedHttpRequest, notebook_id: int | None = None, note_id: int | None = None
+    request: AuthenticatedHttpRequest,
+    notebook_id: int | None = query_id(),
+    note_id: int | None = query_id(),
 ) -> QuerySet[Conversation]:
     """Your conversations, most recently active first; optionally of one notebook or note."""
     # (Plain parameters, not a Query schema: @paginate's wrapper cannot resolve the names of
@@ -89,13 +92,13 @@ def create_conversation(
 
 
 @router.get("/conversations/{conversation_id}", response=ConversationOut)
-def retrieve_conversation(request: AuthenticatedHttpRequest, conversation_id: int) -> Conversation:
+def retrieve_conversation(request: AuthenticatedHttpRequest, conversation_id: Id) -> Conversation:
     return selectors.conversation_get(user=request.user, conversation_id=conversation_id)
 
 
 @router.patch("/conversations/{conversation_id}", response=ConversationOut)
 def update_conversation(
-    request: AuthenticatedHttpRequest, conversation_id: int, payload: ConversationPatch
+    request: AuthenticatedHttpRequest, conversation_id: Id, payload: ConversationPatch
 ) -> Conversation:
     conversation = selectors.conversation_get(user=request.user, conversation_id=conversation_id)
     if payload.title is not None:
@@ -106,7 +109,7 @@ def update_conversation(
 
 
 @router.delete("/conversations/{conversation_id}", response={204: None})
-def delete_conversation(request: AuthenticatedHttpRequest, conversation_id: int) -> Status[None]:
+def delete_conversation(request: AuthenticatedHttpRequest, conversation_id: Id) -> Status[None]:
     """Delete a conversation with all its messages."""
     conversation = selectors.conversation_get(user=request.user, conversation_id=conversation_id)
     services.conversation_delete(conversation=conversation)
@@ -114,8 +117,10 @@ def delete_conversation(request: AuthenticatedHttpRequest, conversation_id: int)
 
 
 @router.get("/conversations/{conversation_id}/messages", response=list[MessageOut])
-@paginate(LimitOffsetPagination)
-def list_messages(request: AuthenticatedHttpRequest, conversation_id: int) -> QuerySet[Message]:
+@paginate(Pagination)
+def list_messages(
+    request: AuthenticatedHttpRequest, conversation_id: int = path_id()
+) -> QuerySet[Message]:
     """Questions and answers, oldest first, with everything saved on each answer."""
     conversation = selectors.conversation_get(user=request.user, conversation_id=conversation_id)
     answering.settle(conversation_id=conversation.pk)
@@ -124,7 +129,7 @@ def list_messages(request: AuthenticatedHttpRequest, conversation_id: int) -> Qu
 
 @router.post("/conversations/{conversation_id}/messages", response={201: MessageOut})
 def create_message(
-    request: AuthenticatedHttpRequest, conversation_id: int, payload: MessageIn
+    request: AuthenticatedHttpRequest, conversation_id: Id, payload: MessageIn
 ) -> Status[Message] | StreamingHttpResponse:
     """Ask a question. By default, wait and get the finished answer (201; check its `status`).
     With `Accept: text/event-stream` or `"stream": true`, get Server-Sent Events instead:
@@ -154,7 +159,7 @@ def create_message(
 @router.post("/messages/{message_id}/retry", response=MessageOut)
 def retry_message(
     request: AuthenticatedHttpRequest,
-    message_id: int,
+    message_id: Id,
     stream: bool = False,
     continue_answer: bool = query_param(False, alias="continue"),
 ) -> Message | StreamingHttpResponse:
@@ -244,22 +249,24 @@ async def _async_frames(opening: bytes, events: Events) -> AsyncIterator[bytes]:
 
 
 @router.get("/notebooks/{notebook_id}/memories", response=list[MemoryOut], tags=["memories"])
-@paginate(LimitOffsetPagination)
-def list_memories(request: AuthenticatedHttpRequest, notebook_id: int) -> QuerySet[Memory]:
+@paginate(Pagination)
+def list_memories(
+    request: AuthenticatedHttpRequest, notebook_id: int = path_id()
+) -> QuerySet[Memory]:
     """What your chats in this notebook remember about you (at most 50), most important
     first. Only you see your memories."""
     return selectors.memory_list(user=request.user, notebook_id=notebook_id)
 
 
 @router.delete("/memories/{memory_id}", response={204: None}, tags=["memories"])
-def delete_memory(request: AuthenticatedHttpRequest, memory_id: int) -> Status[None]:
+def delete_memory(request: AuthenticatedHttpRequest, memory_id: Id) -> Status[None]:
     """Forget one memory."""
     memory.memory_delete(memory=selectors.memory_get(user=request.user, memory_id=memory_id))
     return Status(204, None)
 
 
 @router.delete("/notebooks/{notebook_id}/memories", response=MemoriesForgotten, tags=["memories"])
-def forget_memories(request: AuthenticatedHttpRequest, notebook_id: int) -> dict[str, int]:
+def forget_memories(request: AuthenticatedHttpRequest, notebook_id: Id) -> dict[str, int]:
     """Forget everything your chats in this notebook remember; how many memories went."""
     notebook = notebook_get(user=request.user, notebook_id=notebook_id)
     return {"deleted": memory.memory_forget_all(owner=request.user, notebook=notebook)}
@@ -270,7 +277,7 @@ def forget_memories(request: AuthenticatedHttpRequest, notebook_id: int) -> dict
 
 @router.get("/conversations/{conversation_id}/summaries", response=list[SummaryOut])
 def list_summaries(
-    request: AuthenticatedHttpRequest, conversation_id: int
+    request: AuthenticatedHttpRequest, conversation_id: Id
 ) -> QuerySet[ConversationSummary]:
     """The summaries of the conversation's older messages, oldest first: what the chat model
     reads instead of those messages (they stay readable in full through `/messages`)."""
@@ -278,7 +285,7 @@ def list_summaries(
 
 
 @router.post("/conversations/{conversation_id}/compact", response=CompactionOut)
-def compact_conversation(request: AuthenticatedHttpRequest, conversation_id: int) -> dict[str, Any]:
+def compact_conversation(request: AuthenticatedHttpRequest, conversation_id: Id) -> dict[str, Any]:
     """Summarise the older messages now (all but the last 10, never an answer still being
     written), in batches of 20; with a chat model, a few batches while you wait and the rest
     in the background. Idempotent: nothing to compact answers `compacted: 0`."""

@@ -45,6 +45,7 @@ from chat.forms import AskForm
 from chat.models import Conversation, Message
 from chat.rendering import IN_PROGRESS, activity, present
 from notebook import metrics
+from notebook.params import parse_id
 from notebook.ratelimit import RateLimited
 from notebook.websocket import CLOSE_SESSION_ENDED, UserClose, session_is_current, user_group_name
 
@@ -322,9 +323,7 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels is
             self.in_flight.add(asked.answer.pk)
 
     async def _retry(self, message_id: object, *, go_on: bool = False) -> None:
-        try:
-            pk = int(str(message_id))
-        except ValueError:
+        if (pk := parse_id(str(message_id))) is None:
             return
         retried = await self._in_thread(retry)(
             self.user, self.conversation_id, pk, self.csrf_token, go_on=go_on

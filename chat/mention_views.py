@@ -8,6 +8,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods
 
 from chat.mentions import suggest
+from notebook.params import parse_id
 from notebook.types import AuthenticatedHttpRequest
 from notes.selectors import notebook_get
 
@@ -18,10 +19,10 @@ MAX_TERM_CHARS = 200
 @require_http_methods(["GET"])
 def mentions(request: AuthenticatedHttpRequest) -> JsonResponse:
     """GET ?notebook=<id>&q=<term>&all=0|1: ranked suggestions (another user's notebook: 404)."""
-    raw = request.GET.get("notebook", "")
-    if not raw.isdigit():
+    notebook_id = parse_id(request.GET.get("notebook"))
+    if notebook_id is None:
         raise Http404("No such notebook.")
-    notebook = notebook_get(user=request.user, notebook_id=int(raw))
+    notebook = notebook_get(user=request.user, notebook_id=notebook_id)
     results = suggest(
         user=request.user,
         notebook=notebook,

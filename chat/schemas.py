@@ -6,12 +6,13 @@ from typing import Any
 from ninja import Field, Schema
 
 from chat.models import Conversation
+from notebook.params import Id
 
 
 class ConversationIn(Schema):
-    notebook_id: int
-    note_id: int | None = Field(None, description="Chat about this note's PDFs only.")
-    attachment_id: int | None = Field(
+    notebook_id: Id
+    note_id: Id | None = Field(None, description="Chat about this note's PDFs only.")
+    attachment_id: Id | None = Field(
         None,
         description="Ask this PDF: chat about this one ready file (the notebook must be its "
         "notebook; `note_id` is ignored). Titled after the file unless `title` says otherwise.",

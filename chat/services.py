@@ -19,6 +19,7 @@ from django.utils.translation import gettext as _
 from attachments.models import NoteAttachment
 from chat import modes, selection
 from chat.models import Conversation, Message
+from notebook.params import CONTROL_CHARACTERS_REFUSED, has_control_characters
 from notebook.textutil import clip
 from notes.models import Note, Notebook
 
@@ -46,6 +47,9 @@ def _clean_question(text: str) -> str:
             "length": number_format(len(question), force_grouping=True),
         }
         raise ValidationError({"content": ValidationError(message, "too_long")})
+    if has_control_characters(question):  # pages and the API refuse them earlier; a socket here
+        message = str(CONTROL_CHARACTERS_REFUSED)
+        raise ValidationError({"content": ValidationError(message, "control_characters")})
     return question
 
 

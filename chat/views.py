@@ -17,6 +17,7 @@ from chat.forms import AskForm, RenameForm
 from chat.models import Conversation, Message
 from chat.rendering import present
 from chat.workspace_views import workspace_url
+from notebook.params import parse_id
 from notebook.ratelimit import (
     RateLimited,
     rate_limit,
@@ -233,9 +234,9 @@ def message_save(request: AuthenticatedHttpRequest, message_id: int) -> HttpResp
     conversation = message.conversation
     note = None
     error = ""
-    if note_id := request.POST.get("note", "").strip():
-        if note_id.isdigit():
-            note = note_get(user=request.user, note_id=int(note_id))
+    if raw := request.POST.get("note", "").strip():
+        if (note_id := parse_id(raw)) is not None:
+            note = note_get(user=request.user, note_id=note_id)
         else:
             error = _("Choose a note from the list.")
     refused: RateLimited | None = None

@@ -22,6 +22,7 @@ from chat import answering, selection, selectors, services
 from chat.forms import AskForm
 from chat.models import Conversation
 from chat.rendering import present
+from notebook.params import parse_id
 from notebook.ratelimit import RateLimited, too_many_requests
 from notebook.types import AuthenticatedHttpRequest
 from notes.selectors import note_list, notebook_get
@@ -39,9 +40,11 @@ def _current(request: AuthenticatedHttpRequest, notebook_id: int) -> Conversatio
     recently active one, else None (an empty chat)."""
     wanted = request.GET.get("c", "")
     if wanted:
-        if not wanted.isdigit():
+        if (conversation_id := parse_id(wanted)) is None:
             raise Http404("No such conversation.")
-        conversation = selectors.conversation_get(user=request.user, conversation_id=int(wanted))
+        conversation = selectors.conversation_get(
+            user=request.user, conversation_id=conversation_id
+        )
         if conversation.notebook_id != notebook_id:
             raise Http404("No such conversation.")
         return conversation

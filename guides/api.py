@@ -9,6 +9,7 @@ from ninja import Router
 from guides import selectors
 from guides.models import Guide
 from guides.schemas import GuideOut
+from notebook.params import Id
 from notebook.types import AuthenticatedHttpRequest
 
 router = Router(tags=["guides"])
@@ -44,7 +45,7 @@ def _out(guide: Guide | None, kind: str) -> dict[str, Any]:
 
 
 @router.get("/attachments/{attachment_id}/guide", response=GuideOut)
-def retrieve_source_guide(request: AuthenticatedHttpRequest, attachment_id: int) -> dict[str, Any]:
+def retrieve_source_guide(request: AuthenticatedHttpRequest, attachment_id: Id) -> dict[str, Any]:
     """The PDF's guide: summary (with cited quotes), key topics, heading outline and
     suggested questions. `status` is `none` until the PDF is ready; poll while `pending` or
     `processing`."""
@@ -53,7 +54,7 @@ def retrieve_source_guide(request: AuthenticatedHttpRequest, attachment_id: int)
 
 
 @router.get("/notebooks/{notebook_id}/guide", response=GuideOut)
-def retrieve_notebook_guide(request: AuthenticatedHttpRequest, notebook_id: int) -> dict[str, Any]:
+def retrieve_notebook_guide(request: AuthenticatedHttpRequest, notebook_id: Id) -> dict[str, Any]:
     """The guide over all ready PDFs of the notebook, refreshed shortly after they change."""
     found = selectors.notebook_guide_get(user=request.user, notebook_id=notebook_id)
     return _out(found.guide, Guide.Kind.NOTEBOOK)

@@ -13,6 +13,7 @@ from django.views.decorators.http import require_http_methods
 from chat.models import Conversation
 from chat.selectors import conversation_get
 from guides import selectors
+from notebook.params import parse_id
 from notebook.types import AuthenticatedHttpRequest
 from notes.models import Notebook
 
@@ -25,10 +26,10 @@ def _ask_notebook(request: AuthenticatedHttpRequest, notebook: Notebook) -> Note
 def _conversation(request: AuthenticatedHttpRequest) -> Conversation | None:
     """`?conversation=<id>`: the chat whose starter chips the guide shows (Http404 when it is
     not the user's)."""
-    raw = request.GET.get("conversation", "")
-    if not raw.isdigit():
+    conversation_id = parse_id(request.GET.get("conversation"))
+    if conversation_id is None:
         return None
-    return conversation_get(user=request.user, conversation_id=int(raw))
+    return conversation_get(user=request.user, conversation_id=conversation_id)
 
 
 @login_required

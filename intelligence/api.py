@@ -11,6 +11,7 @@ from attachments.models import NoteAttachment
 from attachments.naming import display_name
 from intelligence import selectors, services
 from intelligence.schemas import ProfileIn, ProfileOut
+from notebook.params import Id
 from notebook.types import AuthenticatedHttpRequest
 
 router = Router(tags=["intelligence"])
@@ -55,7 +56,7 @@ def _out(attachment: NoteAttachment) -> dict[str, Any]:
 
 
 @router.get("/attachments/{attachment_id}/profile", response=ProfileOut)
-def retrieve_profile(request: AuthenticatedHttpRequest, attachment_id: int) -> dict[str, Any]:
+def retrieve_profile(request: AuthenticatedHttpRequest, attachment_id: Id) -> dict[str, Any]:
     """The source's document type, confidence, better name, display name and extracted data
     (`status` is `none` until it has been analysed; poll while `pending` or `processing`)."""
     attachment = selectors.source_get(user=request.user, attachment_id=attachment_id)
@@ -64,7 +65,7 @@ def retrieve_profile(request: AuthenticatedHttpRequest, attachment_id: int) -> d
 
 @router.patch("/attachments/{attachment_id}/profile", response=ProfileOut)
 def update_profile(
-    request: AuthenticatedHttpRequest, attachment_id: int, payload: ProfileIn
+    request: AuthenticatedHttpRequest, attachment_id: Id, payload: ProfileIn
 ) -> dict[str, Any]:
     """Correct the type, name or data (validated; marks the profile edited so a regeneration
     keeps them). 404 for anyone else's source or a source not analysed yet."""

@@ -29,6 +29,7 @@ from intelligence import extraction
 from intelligence.classifier import TYPES, classify
 from intelligence.llm import llm_classify, llm_extract
 from notebook import model_budget
+from notebook.params import CONTROL_CHARACTERS_REFUSED, holds_control_characters
 
 logger = logging.getLogger(__name__)
 Status = SourceProfile.Status
@@ -257,6 +258,9 @@ def parse_extracted(raw: str) -> dict[str, Any]:
         raise ValidationError(
             gettext("The extracted data must be a JSON object ({…})."), code="json_object"
         )
+    # Escaped ("\u0000") they pass the form's own check; PostgreSQL cannot store a NUL.
+    if holds_control_characters(data):
+        raise ValidationError(str(CONTROL_CHARACTERS_REFUSED), code="control_characters")
     return data
 
 

@@ -98,6 +98,8 @@ MIDDLEWARE = [
     # Every page needs a login unless its view is marked @login_not_required (auth pages, API:
     # the API authenticates itself and answers 401 instead of redirecting).
     "notebook.middleware.LoginRequiredForPagesAndFragments",
+    # After it: 400 for control characters (NUL…) in the query, a form or an API body.
+    "notebook.middleware.RefuseControlCharacters",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 from ninja import Router, Status
-from ninja.pagination import LimitOffsetPagination, paginate
+from ninja.pagination import paginate
 
+from notebook.params import Id, Pagination, path_id
 from notebook.ratelimit import rate_limit, user_key
 from notebook.types import AuthenticatedHttpRequest
 from notes import selectors, services
@@ -16,7 +17,7 @@ router = Router(tags=["notebooks"])
 
 
 @router.get("/notebooks", response=list[NotebookOut])
-@paginate(LimitOffsetPagination)
+@paginate(Pagination)
 def list_notebooks(request: AuthenticatedHttpRequest) -> QuerySet[Notebook]:
     return selectors.notebook_list(user=request.user)
 
@@ -30,13 +31,13 @@ def create_notebook(request: AuthenticatedHttpRequest, payload: NotebookIn) -> S
 
 
 @router.get("/notebooks/{notebook_id}", response=NotebookOut)
-def retrieve_notebook(request: AuthenticatedHttpRequest, notebook_id: int) -> Notebook:
+def retrieve_notebook(request: AuthenticatedHttpRequest, notebook_id: Id) -> Notebook:
     return selectors.notebook_get(user=request.user, notebook_id=notebook_id)
 
 
 @router.patch("/notebooks/{notebook_id}", response=NotebookOut)
 def update_notebook(
-    request: AuthenticatedHttpRequest, notebook_id: int, payload: NotebookPatch
+    request: AuthenticatedHttpRequest, notebook_id: Id, payload: NotebookPatch
 ) -> Notebook:
     notebook = selectors.notebook_get(user=request.user, notebook_id=notebook_id)
     services.notebook_update(
@@ -46,16 +47,16 @@ def update_notebook(
 
 
 @router.delete("/notebooks/{notebook_id}", response={204: None})
-def delete_notebook(request: AuthenticatedHttpRequest, notebook_id: int) -> Status[None]:
+def delete_notebook(request: AuthenticatedHttpRequest, notebook_id: Id) -> Status[None]:
     notebook = selectors.notebook_get(user=request.user, notebook_id=notebook_id)
     services.notebook_delete(notebook=notebook)
     return Status(204, None)
 
 
 @router.get("/notebooks/{notebook_id}/notes", response=list[NoteOut], tags=["notes"])
-@paginate(LimitOffsetPagination)
+@paginate(Pagination)
 def list_notes(
-    request: AuthenticatedHttpRequest, notebook_id: int, trashed: bool = False
+    request: AuthenticatedHttpRequest, notebook_id: int = path_id(), trashed: bool = False
 ) -> QuerySet[Note]:
     """Live notes of a notebook, or with `trashed=true` the notebook's trash."""
     return selectors.note_list(user=request.user, notebook_id=notebook_id, trashed=trashed)
@@ -63,7 +64,7 @@ def list_notes(
 
 @router.post("/notebooks/{notebook_id}/notes", response={201: NoteOut}, tags=["notes"])
 def create_note(
-    request: AuthenticatedHttpRequest, notebook_id: int, payload: NoteIn
+    request: AuthenticatedHttpRequest, notebook_id: Id, payload: NoteIn
 ) -> Status[Note]:
     notebook = selectors.notebook_get(user=request.user, notebook_id=notebook_id)
     rate_limit(scope="note", key=user_key(request.user))  # 429 beyond it (notebook.api)
@@ -74,12 +75,12 @@ def create_note(
 
 
 @router.get("/notes/{note_id}", response=NoteOut, tags=["notes"])
-def retrieve_note(request: AuthenticatedHttpRequest, note_id: int) -> Note:
+def retrieve_note(request: AuthenticatedHttpRequest, note_id: Id) -> Note:
     return selectors.note_get(user=request.user, note_id=note_id)
 
 
 @router.patch("/notes/{note_id}", response=NoteOut, tags=["notes"])
-def update_note(request: AuthenticatedHttpRequest, note_id: int, payload: NotePatch) -> Note:
+def update_note(request: AuthenticatedHttpRequest, note_id: Id, payload: NotePatch) -> Note:
     note = selectors.note_get(user=request.user, note_id=note_id)
     if payload.title is not None or payload.body is not None:  # the text changes: reindexed
         rate_limit(scope="note", key=user_key(request.user))
@@ -87,17 +88,17 @@ def update_note(request: AuthenticatedHttpRequest, note_id: int, payload: NotePa
 
 
 @router.post("/notes/{note_id}/trash", response=NoteOut, tags=["notes"])
-def trash_note(request: AuthenticatedHttpRequest, note_id: int) -> Note:
+def trash_note(request: AuthenticatedHttpRequest, note_id: Id) -> Note:
     return services.note_trash(note=selectors.note_get(user=request.user, note_id=note_id))
 
 
 @router.post("/notes/{note_id}/restore", response=NoteOut, tags=["notes"])
-def restore_note(request: AuthenticatedHttpRequest, note_id: int) -> Note:
+def restore_note(request: AuthenticatedHttpRequest, note_id: Id) -> Note:
     return services.note_restore(note=selectors.note_get(user=request.user, note_id=note_id))
 
 
 @router.delete("/notes/{note_id}", response={204: None}, tags=["notes"])
-def delete_note(request: AuthenticatedHttpRequest, note_id: int) -> Status[None]:
+def delete_note(request: AuthenticatedHttpRequest, note_id: Id) -> Status[None]:
     """Delete a note forever. Only trashed notes can be deleted (409 otherwise)."""
     services.note_delete(note=selectors.note_get(user=request.user, note_id=note_id))
     return Status(204, None)

@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from ninja import Field, Schema
 
+from notebook.params import Id
+
 DocTypeIn = Literal["invoice", "receipt", "flight_ticket", "order_confirmation", "other"]
 
 
@@ -15,9 +17,9 @@ class SearchIn(Schema):
         "hybrid", description="Passages (hybrid, lexical, vector) or `documents`: one per source."
     )
     limit: int = Field(10, ge=1, le=50)
-    notebook_id: int | None = None
-    note_id: int | None = None
-    attachment_ids: list[int] | None = None
+    notebook_id: Id | None = None
+    note_id: Id | None = None
+    attachment_ids: list[Id] | None = None
     include_notes: bool = Field(True, description="Search notes beside PDF passages.")
     fusion: Literal["rrf", "minmax"] | None = Field(None, description="Default: SEARCH_FUSION.")
     diversity: bool = Field(False, description="Round-robin across documents.")

@@ -20,6 +20,7 @@ from django.views.decorators.http import require_http_methods
 
 from attachments import selectors
 from attachments.models import NoteAttachment
+from notebook.params import parse_id
 from notebook.ratelimit import RateLimited, rate_limit, too_many_requests, user_key
 from notebook.types import AuthenticatedHttpRequest
 from notes.selectors import note_get, notebook_get, notebook_list, visible_notes
@@ -45,10 +46,6 @@ DOC_TYPES = (
     ("order_confirmation", _("Order confirmations")),
     ("other", _("Other documents")),
 )
-
-
-def _int(value: str | None) -> int | None:
-    return int(value) if value and value.isdigit() else None
 
 
 def _degraded(result: SearchResult | None) -> str:
@@ -79,15 +76,16 @@ def search_page(request: AuthenticatedHttpRequest, notebook_id: int | None = Non
     """Search PDFs and notes, globally or in one notebook, with filters for notebook, note and
     file. A filter naming something the user may not see answers 404, as everywhere."""
     user = request.user
-    notebook = notebook_get(user=user, notebook_id=notebook_id) if notebook_id else None
+    # `is not None`: /notebooks/0/search/ names no notebook (404), not every notebook.
+    notebook = notebook_get(user=user, notebook_id=notebook_id) if notebook_id is not None else None
     params = request.GET
-    if notebook is None and (chosen := _int(params.get("notebook"))):
+    if notebook is None and (chosen := parse_id(params.get("notebook"))):
         notebook = notebook_get(user=user, notebook_id=chosen)
-    note_id = _int(params.get("note"))
+    note_id = parse_id(params.get("note"))
     note = note_get(user=user, note_id=note_id, include_trashed=False) if note_id else None
     if note and notebook and note.notebook_id != notebook.pk:
         note = None  # a note of another notebook: the notebook filter wins
-    file_id = _int(params.get("file"))
+    file_id = parse_id(params.get("file"))
     attachment = selectors.attachment_get(user=user, attachment_id=file_id) if file_id else None
     query = " ".join(params.get("q", "").split())
     mode = params.get("mode", "hybrid")

@@ -118,3 +118,19 @@ def test_500_renders_without_request_context_or_database() -> None:
     assert STYLESHEET in html
     assert 'href="/">Back to Notebook</a>' in html
     assert 'src="/static/js/theme.js"' in html
+
+
+@pytest.mark.django_db
+def test_an_api_crash_answers_500_without_a_traceback(alice_token, monkeypatch) -> None:
+    # (With DEBUG=True django-ninja would answer the traceback as text/plain.)
+    def broken(**kwargs: Any) -> None:
+        raise RuntimeError("secret detail of a bug")
+
+    monkeypatch.setattr("notes.selectors.notebook_list", broken)
+    client = Client(
+        raise_request_exception=False, headers={"Authorization": f"Bearer {alice_token}"}
+    )
+    response = client.get("/api/notebooks")
+    assert response.status_code == 500
+    assert b"Traceback" not in response.content
+    assert b"secret detail" not in response.content

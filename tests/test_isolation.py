@@ -9,7 +9,6 @@ so a new page, endpoint, socket or tool cannot ship without an isolation check.
 
 from __future__ import annotations
 
-import inspect
 import json
 import re
 from collections.abc import Callable
@@ -20,7 +19,6 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
 from django.test import Client
-from django.urls import URLPattern, get_resolver
 
 from attachments.models import SourceProfile
 from notebook.api import api
@@ -28,9 +26,9 @@ from notebook.asgi import application
 from notebook.routing import websocket_urlpatterns
 from notes.models import Note, Notebook
 from tests.conftest import EVAL_PDFS
+from tests.routes import VERBS, accepted_methods, api_operations, app_patterns
 
 pytestmark = pytest.mark.django_db
-VERBS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 
 # Pages that take a notebook or note id, with the methods they accept.
 OBJECT_PAGES = {
@@ -100,47 +98,15 @@ PUBLIC_PAGES = {"login", "logout", "signup", "set_language", "javascript-catalog
 STAFF_PAGES = {"metrics": "/metrics"}
 
 
-def _app_patterns() -> dict[str, URLPattern]:
-    found: dict[str, URLPattern] = {}
-
-    def walk(patterns, namespace: str | None) -> None:
-        for p in patterns:
-            if isinstance(p, URLPattern):
-                if p.name:
-                    found[f"{namespace}:{p.name}" if namespace else p.name] = p
-            elif p.namespace in ("admin", "api"):
-                continue  # admin is staff-only by Django; the API has its own test below
-            else:
-                walk(p.url_patterns, p.namespace or namespace)
-
-    walk(get_resolver().url_patterns, None)
-    return found
-
-
-def _accepted_methods(pattern: URLPattern) -> set[str]:
-    """The verbs a view lets through: those of its @require_http_methods (found through the
-    decorators' __wrapped__ chain), of its class, or all of them."""
-    view: Any = pattern.callback
-    if hasattr(view, "view_class"):
-        return {m.upper() for m in view.view_class.http_method_names
-                if hasattr(view.view_class, m)} & set(VERBS)  # fmt: skip
-    while view is not None:
-        allowed = inspect.getclosurevars(view).nonlocals.get("request_method_list")
-        if allowed is not None:
-            return set(allowed)
-        view = getattr(view, "__wrapped__", None)
-    return set(VERBS)
-
-
 def test_every_page_is_covered_by_this_test():
     known = set(OBJECT_PAGES) | set(PLAIN_PAGES) | PUBLIC_PAGES | set(STAFF_PAGES)
-    assert set(_app_patterns()) - known == set()
+    assert set(app_patterns()) - known == set()
 
 
 def test_the_methods_listed_here_are_those_the_views_accept():
-    patterns = _app_patterns()
+    patterns = app_patterns()
     listed = {name: set(methods) for name, (_, methods) in OBJECT_PAGES.items()}
-    assert listed == {name: _accepted_methods(patterns[name]) for name in OBJECT_PAGES}
+    assert listed == {name: accepted_methods(patterns[name]) for name in OBJECT_PAGES}
 
 
 @pytest.fixture
@@ -216,7 +182,7 @@ def _bobs_data_untouched(ids: dict[str, int]) -> None:
 def _url_for(name: str, object_id: int) -> str:
     from django.urls import reverse
 
-    pattern = _app_patterns()[name]
+    pattern = app_patterns()[name]
     (kwarg,) = pattern.pattern.converters
     return reverse(name, kwargs={kwarg: object_id})
 
@@ -319,15 +285,6 @@ def test_lists_never_show_another_users_objects(alice_client, bobs_objects):
 # --- API --------------------------------------------------------------------------------------
 
 
-def _api_operations() -> list[tuple[str, str]]:
-    schema = api.get_openapi_schema()
-    return [
-        (method.upper(), path)
-        for path, operations in schema["paths"].items()
-        for method in operations
-    ]
-
-
 def _pdf_upload():
     from django.core.files.uploadedfile import SimpleUploadedFile
 
@@ -383,7 +340,7 @@ API_WITHOUT_IDS = {
 
 
 def test_every_api_operation_is_covered_by_this_test():
-    assert set(_api_operations()) == API_WITH_IDS | API_WITHOUT_IDS
+    assert set(api_operations()) == API_WITH_IDS | API_WITHOUT_IDS
 
 
 def _fill(path: str, ids: dict[str, int]) -> str:

@@ -202,6 +202,21 @@ def test_bob_cannot_open_alices_conversation(bob, bare):
     assert run(go) == [False, False]
 
 
+def test_ids_no_conversation_can_have_are_refused(alice):
+    cookie = cookies_of(alice)
+
+    async def go() -> list[bool]:
+        results = []
+        for conversation_id in (0, 2**63 - 1, 2**63, 2**64, int("9" * 100)):
+            communicator = socket(conversation_id, cookie)
+            connected, _ = await communicator.connect()
+            await communicator.disconnect()
+            results.append(bool(connected))
+        return results
+
+    assert run(go) == [False] * 5
+
+
 def test_bob_cannot_post_to_or_retry_in_alices_conversation(alice, bob, bare):
     """Bob, on his own conversation's socket, names Alice's failed answer: nothing happens."""
     question = Message.objects.create(conversation=bare, role="user", content=QUESTION)
@@ -322,13 +337,36 @@ def test_a_refused_question_gets_the_form_back_with_an_error_and_nothing_is_save
     assert not Message.objects.exists()
 
 
+def test_a_question_with_a_control_character_gets_the_form_back_with_an_error(alice, bare):
+    cookie = cookies_of(alice)
+
+    async def go() -> tuple[str, bool]:
+        communicator = socket(bare.pk, cookie)
+        assert (await communicator.connect())[0]
+        await communicator.send_to(text_data=ask_frame("Why\x00 not?"))
+        frame = await communicator.receive_from(timeout=TIMEOUT)
+        quiet = await communicator.receive_nothing(timeout=0.3)
+        await communicator.disconnect()
+        return frame, quiet
+
+    frame, quiet = run(go)
+    assert frame.startswith('<form id="ask-form"')
+    assert 'data-testid="ask-error"' in frame
+    assert "contains a control character" in frame
+    assert quiet
+    assert not Message.objects.exists()
+
+
 def test_nonsense_frames_are_ignored(alice, bare):
     cookie = cookies_of(alice)
+    hostile_ids = ["x", "²", "١٢", "-1", "0", str(2**63), str(2**64), "9" * 5000]
+    retries = [json.dumps({"action": "retry", "message_id": i}) for i in hostile_ids]
+    retries.append(f'{{"action": "continue", "message_id": {2**64}}}')
 
     async def go() -> bool:
         communicator = socket(bare.pk, cookie)
         assert (await communicator.connect())[0]
-        for text in ("not json", "[1, 2]", '{"action": "retry", "message_id": "x"}'):
+        for text in ("not json", "[1, 2]", *retries):
             await communicator.send_to(text_data=text)
         quiet = bool(await communicator.receive_nothing(timeout=0.3))
         await communicator.disconnect()

@@ -162,7 +162,12 @@ def test_an_edited_profile_keeps_the_owners_data_on_regeneration(invoice, alice_
 
 @pytest.mark.parametrize(
     ("extracted", "message"),
-    [("{not json", "not valid JSON"), ("[1, 2]", "must be a JSON object")],
+    [
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "must be a JSON object"),
+        # An escaped NUL passes the form's own check; PostgreSQL could not store it.
+        ('{"note": "a\\u0000b"}', "control character"),
+    ],
 )
 def test_the_edit_form_refuses_bad_json_and_writes_nothing(
     invoice, alice_client, extracted, message

@@ -9,6 +9,7 @@ base URL and model), so each answer after the first goes straight to what works.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -72,12 +73,28 @@ def _host() -> str:
     return urlsplit(settings.OPENAI_BASE_URL).netloc or "api.openai.com"
 
 
+def waited(exc: openai.APITimeoutError) -> str:
+    """How long the timed-out request waited, as the request itself had it (a helper's call
+    may have a shorter limit than CHAT_TIMEOUT), and over how many tries (the SDK tries a
+    timed-out request again): "30 s", "30 s, 3 times"."""
+    limit: object = None
+    with contextlib.suppress(Exception):
+        limit = (exc.request.extensions.get("timeout") or {}).get("read")
+    seconds = float(limit) if isinstance(limit, int | float) else float(settings.CHAT_TIMEOUT)
+    text = f"{seconds:g} s"
+    with contextlib.suppress(Exception):
+        tries = int(exc.request.headers.get("x-stainless-retry-count") or 0) + 1
+        if tries > 1:
+            text += f", {tries} times"
+    return text
+
+
 def describe_error(exc: openai.APIError) -> str:
     """What the user reads when a request fails before the answer started streaming."""
     host, model = _host(), settings.CHAT_MODEL
     if isinstance(exc, openai.APITimeoutError):
         return (
-            f"The language model at {host} did not answer within {settings.CHAT_TIMEOUT} s. "
+            f"The language model at {host} did not answer within {waited(exc)}. "
             "It may be overloaded or loading the model; try again."
         )
     if isinstance(exc, openai.APIConnectionError):
@@ -108,7 +125,7 @@ def describe_error(exc: openai.APIError) -> str:
 def cut_off(exc: openai.APIError | None) -> AnswerError:
     host = _host()
     if isinstance(exc, openai.APITimeoutError):
-        why = f"the language model at {host} sent nothing for {settings.CHAT_TIMEOUT} s"
+        why = f"the language model at {host} sent nothing for {waited(exc)}"
     elif exc is None or isinstance(exc, openai.APIConnectionError):
         why = f"the connection to the language model at {host} broke"
     else:

@@ -605,7 +605,21 @@ def test_a_server_that_hangs_times_out(fake, conversation, settings):
     fake.script = [Hang(10)] * 3
     message, _ = ask(conversation)
     assert message.status == Message.Status.ERROR
-    assert "did not answer within" in message.error
+    # The limit the request had, and the SDK's own tries of it (2 retries): the user waited
+    # three times the limit, and the message says so.
+    assert "did not answer within 0.3 s, 3 times" in message.error
+
+
+def test_a_timeout_names_the_limit_the_request_had():
+    import httpx2
+    import openai
+
+    from chat.llm.server import describe_error
+
+    request = httpx2.Request(
+        "POST", "http://model.test/v1/chat/completions", extensions={"timeout": {"read": 20.0}}
+    )
+    assert "within 20 s." in describe_error(openai.APITimeoutError(request=request))
 
 
 # --- What real servers do (the strict profile and single behaviours)

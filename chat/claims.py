@@ -16,8 +16,8 @@ cites, or of any passage found for the question when it cites none:
 A sentence is backed when its words reach CLAIM_COVERAGE, or when they reach
 CLAIM_PARAPHRASE_COVERAGE and its meaning CLAIM_SIMILARITY (a paraphrase; docs/chat.md has how
 they were chosen); while the embedding model is away, by words alone. Headings, code,
-questions, lines that introduce a list (":") and sentences of fewer than MIN_CLAIM_TERMS
-content words claim nothing and are not judged.
+questions, exclamations, sentences of fewer than MIN_CLAIM_TERMS content words and lead-ins
+(ending in a colon) of fewer than one more claim nothing and are not judged.
 
 The agent strips the markers of an unbacked sentence (it loses its chip), records where each
 one is in the saved text (`metadata.claims`) and the page marks it inline; the answer's
@@ -51,7 +51,9 @@ CLAIM_COVERAGE = 0.8
 CLAIM_PARAPHRASE_COVERAGE = 0.5
 CLAIM_SIMILARITY = 0.75
 MIN_CLAIM_TERMS = 2
-SPANS_EMBEDDED = 3  # of each passage, the spans best in words are compared in meaning
+SPANS_EMBEDDED = 3
+# A claim may join sentences in a row: a title page's lines are sentences of their own.
+RUNS = (2, 3, 4, 5)  # of each passage, the spans best in words are compared in meaning
 # Private-use characters the page puts around an unbacked sentence before rendering it
 # (chat.rendering); removed from the model's text first so it cannot forge a mark.
 OPEN, CLOSE = "\ue000", "\ue001"
@@ -138,10 +140,10 @@ def segments(content: str) -> list[Claim]:
     return out
 
 
-# A colon before anything but a word in lower case introduces what follows; a citation
+# A colon followed by a space introduces what follows; a citation
 # marker followed by a new sentence ends a claim ("… R Core Team [1] In addition, …").
 _CUT = re.compile(
-    r"(?P<colon>[:：])\s+(?![a-z\s])"
+    r"(?P<colon>[:：])\s+"
     r"|(?<=\[\d\])\s+(?=[\"“‘(]?[A-Z\u00C0-\u024F])"
     r"|(?<=\[\d\d\])\s+(?=[\"“‘(]?[A-Z\u00C0-\u024F])"
 )
@@ -160,9 +162,12 @@ def _after_colons(text: str, a: int, b: int) -> list[tuple[int, int]]:
 
 def _claims_something(claim: Claim) -> bool:
     said = plain_text(MARKER.sub("", claim.text)).strip()
-    if not said or said.endswith(("?", "？", ":", "：", "!", "！")):
+    if not said or said.endswith(("?", "？", "!", "！")):
         return False
-    return len(terms(said)) >= MIN_CLAIM_TERMS
+    # A lead-in ("The documents say:") claims something only when it says more than that
+    # ("The package offers three options for line breaks:").
+    lead_in = said.endswith((":", "："))
+    return len(terms(said)) >= MIN_CLAIM_TERMS + (1 if lead_in else 0)
 
 
 @dataclass
@@ -171,16 +176,15 @@ class _Span:
     text: str
     chunk: int | None
     terms: set[str]
-    pair: bool = False  # two or three sentences in a row
+    pair: bool = False  # sentences in a row
 
 
 def _spans(n: int, source: dict[str, Any]) -> list[_Span]:
-    """A passage's sentences, and each with the one or two after it (a claim may join them;
-    a title page's lines are sentences of their own)."""
+    """A passage's sentences, and runs of RUNS of them in a row."""
     chunk = int(source["chunk_id"]) if source.get("kind") == "document" else None
     # A passage too short to hold a sentence (a note of one line) is a span of its own.
     found = passage_sentences(source, every=True) or [" ".join(str(source.get("text", "")).split())]
-    runs = [" ".join(found[i : i + k]) for k in (2, 3) for i in range(len(found) - k + 1)]
+    runs = [" ".join(found[i : i + k]) for k in RUNS for i in range(len(found) - k + 1)]
     return [_Span(n, text, chunk, terms(text)) for text in found] + [
         _Span(n, text, chunk, terms(text), pair=True) for text in runs
     ]

@@ -27,7 +27,8 @@ from django.db import connections
 from django.db.models import F, Q
 from django.db.models.functions import Now
 
-from chat.citations import allowed_links, renumber, verify
+from chat import claims
+from chat.citations import allowed_links, cited_numbers, renumber, verify
 from chat.compaction import history_for, schedule_compaction_if_needed, summaries_for
 from chat.events import AnswerError, Event, Finished, Token, ToolActivity
 from chat.memory import memories_for_prompt, schedule_memory_extraction
@@ -227,10 +228,25 @@ def _generate(message_id: int, attempt: int, emit: Emit, answerer: Answerer | No
         save(status=Message.Status.ERROR, error=error)
         return _failed(message, error, emit)
 
-    content = finished.text if finished.text is not None else "".join(parts)
+    content = claims.clean(finished.text if finished.text is not None else "".join(parts))
+    # The chat model's sentences are judged one by one (chat.claims); the offline answer's
+    # are verbatim quotes of the passages they cite.
+    judged, lost = None, 0
+    if answerer.name == "llm" and not finished.abstained:
+        judged = claims.judge(content, context.sources)
+        stripped = claims.strip_unbacked(content, judged)
+        # A source cited only by unbacked sentences is a citation refused, as one whose quote
+        # is not on the page.
+        lost = len(set(cited_numbers(content)) - set(cited_numbers(stripped)))
+        content = stripped
     citations, refused = verify(content, context.sources, finished.quotes)
+    refused += lost
     content, citations = renumber(content, citations)
+    content, unbacked = claims.locate(content)
     grounding = _grounding(citations, finished)
+    checked = claims.summary(judged, unbacked) if judged is not None else None
+    if checked is not None and checked["sentences"] and not checked["backed"]:
+        grounding = "unsourced"  # nothing it says was found in the sources
     timings["retrieval"] = round(timings["retrieval"], 3)
     timings["total"] = round(time.perf_counter() - started, 3)
     timings.setdefault("first_token", timings["total"])
@@ -242,6 +258,8 @@ def _generate(message_id: int, attempt: int, emit: Emit, answerer: Answerer | No
         "grounding": grounding,
         "links": allowed_links(content, question=question, citations=citations),
     }
+    if checked is not None:
+        metadata["claims"] = checked
     if finished.cut_short:
         metadata["cut_short"] = True
     if context.selection is not None:  # how the chosen sources were merged (chat.selection)
@@ -252,8 +270,11 @@ def _generate(message_id: int, attempt: int, emit: Emit, answerer: Answerer | No
     notices = [getattr(answerer, "notice", ""), *context.notices]
     if notice := " ".join(n for n in notices if n):
         metadata["notice"] = notice
-    # A confidence badge on an answer nothing verifiable supports would mislead.
+    # A confidence badge on an answer nothing verifiable supports would mislead, and "high"
+    # on one with a sentence the sources do not back.
     confidence = finished.confidence if grounding != "unsourced" else ""
+    if confidence == "high" and unbacked:
+        confidence = "medium"
     parts[:] = [content]  # what is saved: the cleaned text, if cleaning changed it
     save(
         status=Message.Status.COMPLETE,
@@ -278,6 +299,7 @@ def _generate(message_id: int, attempt: int, emit: Emit, answerer: Answerer | No
             "citations": citations,
             "unverified_citations": refused,
             "grounding": grounding,
+            "claims": checked,
             "cut_short": finished.cut_short,
             "timings": timings,
             "content": content,  # as saved: cleaned, citations renumbered

@@ -208,7 +208,9 @@ def _fragment(line: str, before: str, following: str) -> bool:
     )
 
 
-def sentences(text: str) -> list[str]:
+def sentences(
+    text: str, min_chars: int = MIN_SENTENCE_CHARS, letters_share: float = 0.5
+) -> list[str]:
     """Sentences of a passage, whitespace collapsed and words cut at line ends whole again
     ("com- mands" read "commands"); headings kept apart from the sentence after them
     (numbered ones, "5.2 Changing linebreaks", and paragraphs that are titles, "Package
@@ -242,9 +244,20 @@ def sentences(text: str) -> list[str]:
     for piece in (p for block in blocks for p in _SENTENCE_END.split(" ".join(block.split()))):
         piece = piece.strip()
         letters = sum(ch.isalpha() for ch in piece)
-        if MIN_SENTENCE_CHARS <= len(piece) <= MAX_SENTENCE_CHARS and letters >= len(piece) * 0.5:
+        if min_chars <= len(piece) <= MAX_SENTENCE_CHARS and letters >= len(piece) * letters_share:
             out.append(piece)
     return out
+
+
+def sentence_bounds(text: str) -> list[tuple[int, int]]:
+    """Where `sentences` would cut one block of text, as (start, end) offsets into it; nothing
+    dropped or rejoined (an answer's sentences keep their place, chat.claims)."""
+    bounds, start = [], 0
+    for match in _SENTENCE_END.finditer(text):
+        bounds.append((start, match.start()))
+        start = match.end()
+    bounds.append((start, len(text)))
+    return bounds
 
 
 @dataclass
@@ -325,12 +338,14 @@ def readable(passage: dict[str, Any]) -> str:
     return plain_text(text) if passage.get("kind") == "note" else text
 
 
-def passage_sentences(passage: dict[str, Any]) -> list[str]:
+def passage_sentences(passage: dict[str, Any], *, every: bool = False) -> list[str]:
     """The sentences of a passage; a note's plain text line by line (its headings and list
-    items are lines of their own, not run into the sentence after them)."""
+    items are lines of their own, not run into the sentence after them). `every`: short ones
+    and those mostly of digits too (what an answer may cite, chat.claims)."""
+    limits = (1, 0.0) if every else (MIN_SENTENCE_CHARS, 0.5)
     if passage.get("kind") == "note":
-        return [s for line in readable(passage).splitlines() for s in sentences(line)]
-    return sentences(readable(passage))
+        return [s for line in readable(passage).splitlines() for s in sentences(line, *limits)]
+    return sentences(readable(passage), *limits)
 
 
 def backing_sentence(claim: str, source_text: str) -> str | None:

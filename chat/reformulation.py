@@ -31,6 +31,7 @@ from django.conf import settings
 from pydantic import BaseModel, Field
 
 from attachments.models import DocumentChunk
+from chat.claims import backed_text
 from chat.grounding import key_terms
 from chat.memory import without_statements
 from chat.models import Message
@@ -327,7 +328,8 @@ def offline(question: str, context: list[Message]) -> Reformulation:
     # ("it", "that one"), an announced topic switch left out.
     words: list[str] = []
     if answer is not None:
-        for term in answer_terms(answer.content):
+        # Only what the sources back: a name the model made up must not steer the search.
+        for term in answer_terms(backed_text(answer)):
             if len(words) < 4 and term.lower() not in seen:
                 words.append(term)
                 seen.add(term.lower())
@@ -354,7 +356,12 @@ def offline(question: str, context: list[Message]) -> Reformulation:
 def _transcript(context: list[Message]) -> str:
     lines = []
     for m in reversed(context):  # oldest first reads naturally
-        text = " ".join(re.sub(r"\s*\[\d{1,3}\]", "", m.content).split())[:600]
+        # An answer's sentences the sources do not back are left out: the rewrite must not
+        # search for what the model made up.
+        said = backed_text(m) if m.role == Message.Role.ASSISTANT else m.content
+        if not said.strip():
+            continue
+        text = " ".join(re.sub(r"\s*\[\d{1,3}\]", "", said).split())[:600]
         lines.append(f"{m.role}: {text}")
     return "\n".join(lines)
 

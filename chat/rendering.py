@@ -25,6 +25,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext as _
 
 from chat.citations import MARKER
+from chat.claims import CLOSE, OPEN, clean, unbacked_spans
 from chat.models import Message
 from notebook.markdown import render_markdown
 
@@ -81,6 +82,13 @@ class MessageView:
     @property
     def failed(self) -> bool:
         return self.message.status in FAILED
+
+    @property
+    def unbacked(self) -> int:
+        """How many sentences of the finished answer no source backs (chat.claims)."""
+        if self.message.status != Message.Status.COMPLETE:
+            return 0
+        return len(unbacked_spans(self.message.metadata, self.message.content))
 
     @property
     def activity(self) -> str:
@@ -211,6 +219,14 @@ def _chip(message: Message, source: Source, occurrence: int) -> str:
     )
 
 
+def _unbacked_flag() -> str:
+    return format_html(
+        ' <span class="claim-flag" data-testid="claim-unbacked" title="{}">{}</span>',
+        _("No passage of your sources says this. Check it before relying on it."),
+        _("not found in the sources"),
+    )
+
+
 def _unverified(n: str) -> str:
     title = _("This citation could not be checked against the source, so it is not linked.")
     return f'<span class="cite-unverified" title="{escape(title)}">[{escape(n)}]</span>'
@@ -230,14 +246,15 @@ class _ChipWriter(HTMLParser):
         self.chips = 0
         self.out: list[str] = []
         self.skip = 0
+        self.unbacked = False  # inside a sentence the sources do not back
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.out.append(self.get_starttag_text() or "")
+        self.out.append(clean(self.get_starttag_text() or ""))
         if tag in _NO_CHIPS and tag not in _VOID:
             self.skip += 1
 
     def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.out.append(self.get_starttag_text() or "")
+        self.out.append(clean(self.get_starttag_text() or ""))
 
     def handle_endtag(self, tag: str) -> None:
         self.out.append(f"</{tag}>")
@@ -245,6 +262,22 @@ class _ChipWriter(HTMLParser):
             self.skip -= 1
 
     def handle_data(self, data: str) -> None:
+        # An unbacked sentence runs from OPEN to CLOSE, over any inline markup between: each
+        # piece of its text is marked, and a flag follows its end.
+        for piece in re.split(f"([{OPEN}{CLOSE}])", data):
+            if piece == OPEN:
+                self.unbacked = True
+            elif piece == CLOSE:
+                self.unbacked = False
+                self.out.append(_unbacked_flag())
+            elif piece and self.unbacked:
+                self.out.append('<span class="claim-unbacked">')
+                self._text(piece)
+                self.out.append("</span>")
+            elif piece:
+                self._text(piece)
+
+    def _text(self, data: str) -> None:
         if self.skip:
             self.out.append(escape(data, quote=False))
             return
@@ -272,12 +305,26 @@ def shown_links(message: Message) -> list[str]:
     return [link for link in links if isinstance(link, str)] if isinstance(links, list) else []
 
 
+def marked(message: Message) -> str:
+    """The answer's Markdown with OPEN and CLOSE around each sentence no source backs
+    (`metadata.claims`); any such character the model wrote is removed first."""
+    content = clean(message.content)
+    if content != message.content:
+        return content
+    out, pos = [], 0
+    for start, end in unbacked_spans(message.metadata, content):
+        out += [content[pos:start], OPEN, content[start:end], CLOSE]
+        pos = end
+    out.append(content[pos:])
+    return "".join(out)
+
+
 def answer_html(message: Message, shown: list[Source] | None = None) -> SafeString:
     """The answer's Markdown as sanitized HTML with a chip for each verified citation; other
     markers stay plain, muted text. Only its shown_links are links."""
     if shown is None:
         shown = sources(message)
-    html = render_markdown(message.content, links=shown_links(message))
+    html = render_markdown(marked(message), links=shown_links(message))
     writer = _ChipWriter(message, shown)
     writer.feed(html)
     writer.close()

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from django.core.exceptions import ValidationError
 from django.utils.translation import gettext as _
 
+from chat.claims import unbacked_spans
 from chat.models import Message
 from chat.rendering import page_label, shown_links, sources
 from notebook.markdown import escape_markdown, inert_links
@@ -33,6 +34,18 @@ def _escape(text: str) -> str:
     return escape_markdown(" ".join(text.split()))
 
 
+def _flagged(answer: Message) -> str:
+    """The answer's Markdown with each sentence no source backs followed by a mark saying so,
+    as the page shows it (chat.claims)."""
+    content, out, pos = answer.content, [], 0
+    flag = " *(" + _("not found in the sources") + ")*"
+    for _start, end in unbacked_spans(answer.metadata, content):
+        out += [content[pos:end], flag]
+        pos = end
+    out.append(content[pos:])
+    return "".join(out)
+
+
 def answer_markdown(answer: Message) -> str:
     """The question as a heading, the answer as written (but for the URLs it did not show as
     links: code), then its verified sources: one list item per citation with a link to the
@@ -41,7 +54,7 @@ def answer_markdown(answer: Message) -> str:
     lines = []
     if question.strip():
         lines += [f"## {_escape(question)}", ""]
-    lines += [inert_links(answer.content.strip(), links=shown_links(answer)), ""]
+    lines += [inert_links(_flagged(answer).strip(), links=shown_links(answer)), ""]
     cited = sources(answer)
     if cited:
         lines += ["**" + _("Sources") + "**", ""]
@@ -65,6 +78,11 @@ def answer_save_to_note(*, user: User, answer: Message, note: Note | None = None
         )
     if not answer.content.strip():
         raise ValidationError(_("This answer is empty: there is nothing to save."), code="empty")
+    if (answer.metadata or {}).get("grounding") == "unsourced":
+        raise ValidationError(
+            _("Nothing in this answer is backed by your sources, so it is not saved to a note."),
+            code="unsourced",
+        )
     conversation = answer.conversation
     body = answer_markdown(answer)
     if note is None:

@@ -33,6 +33,20 @@ def embed_weighed(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Unit vectors of `question` and of each (chunk id or None, sentence) in `items`, as
     float32 arrays; stored ones are read, the rest embedded (and stored when of a chunk)."""
+    asked, out = embed_texts(embedder, [question], items, timeout=timeout)
+    return asked[0], out
+
+
+def embed_texts(
+    embedder: Any,
+    texts: Sequence[str],
+    items: Sequence[tuple[int | None, str]],
+    *,
+    timeout: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Vectors of `texts` (embedded each time) and of each (chunk id or None, sentence) in
+    `items` (stored ones read, the rest embedded and stored when of a chunk), as float32
+    arrays, in one request to the embedder."""
     model = embedder.model_name
     keys = [(chunk, digest(text)) if chunk is not None else None for chunk, text in items]
     stored: dict[tuple[int, str], np.ndarray] = {}
@@ -43,12 +57,12 @@ def embed_weighed(
         )
         stored = {(c, d): np.frombuffer(bytes(e), dtype=np.float32) for c, d, e in rows}
     missing = [i for i, k in enumerate(keys) if k is None or k not in stored]
-    fresh = embedder.embed([question, *(items[i][1] for i in missing)], timeout=timeout)
+    fresh = embedder.embed([*texts, *(items[i][1] for i in missing)], timeout=timeout)
     vectors = np.asarray(fresh, dtype=np.float32)
     dims = vectors.shape[1]
     out = np.zeros((len(items), dims), dtype=np.float32)
     new: list[SentenceVector] = []
-    for row, i in enumerate(missing, start=1):
+    for row, i in enumerate(missing, start=len(texts)):
         out[i] = vectors[row]
         key = keys[i]
         if key is not None:
@@ -69,7 +83,7 @@ def embed_weighed(
             SentenceVector.objects.bulk_create(new, ignore_conflicts=True)
         except DatabaseError:
             logger.warning("could not keep %s sentence vectors", len(new), exc_info=True)
-    return vectors[0], out
+    return vectors[: len(texts)], out
 
 
 def similarities(question: np.ndarray, sentences: np.ndarray) -> list[float]:

@@ -186,6 +186,22 @@ _BLOCK_ENDS = {"paragraph_close", "heading_close", "list_item_close", "th_close"
                "tr_close", "blockquote_close"}  # fmt: skip
 
 
+def block_lines(source: str) -> Iterator[tuple[int, int, str]]:
+    """The blocks of Markdown that hold running text, as (first line, line after the last,
+    kind): "text" for a paragraph (alone, in a list item or a quote), "row" for a table's
+    body row. Headings, table heads and code are not among them."""
+    in_body = False
+    for token in _parser().parse(source or ""):
+        if token.type == "tbody_open":
+            in_body = True
+        elif token.type == "tbody_close":
+            in_body = False
+        elif token.type == "paragraph_open" and token.map:
+            yield token.map[0], token.map[1], "text"
+        elif token.type == "tr_open" and in_body and token.map:
+            yield token.map[0], token.map[1], "row"
+
+
 def plain_text(source: str, *, code: bool = True) -> str:
     """The text of Markdown as a reader sees it: no markup, one line per block (headings,
     paragraphs, list items, table cells), code kept verbatim (left out with `code=False`),

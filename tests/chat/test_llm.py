@@ -225,8 +225,11 @@ def test_a_fabricated_quote_is_not_shown(fake, conversation):
     ]
     fake.respond = metadata_with({1: True, 2: "The package also makes excellent coffee."})
     message, _ = ask(conversation)
-    assert [c["n"] for c in message.citations] == [1]
-    assert message.metadata["unverified_citations"] == 1
+    # A sentence with an invented clause is not backed as a whole (chat.claims): neither of
+    # its citations is shown, whatever the quote behind [1].
+    assert message.citations == []
+    assert message.metadata["unverified_citations"] == 2
+    assert message.metadata["claims"]["unbacked"][0]["text"].endswith("makes coffee.")
 
 
 @pytest.mark.django_db
@@ -878,14 +881,15 @@ def test_a_cut_short_answer_is_continued_from_where_it_stopped(fake, conversatio
     so_far = message.content
     assert message.metadata["cut_short"] is True
     fake.behaviours.discard("length")
-    fake.script = [Answer("and then the answer goes on [1].")]
+    # A continuation that claims nothing new: every sentence is checked against its source.
+    fake.script = [Answer("and so on [1].")]
     fake.requests.clear()
     pending = message_retry(message=message, continue_answer=True)
     assert (pending.status, pending.content) == (Message.Status.PENDING, so_far)
     events = Collector()
     done = generate(message.pk, emit=events)
     assert done is not None
-    assert done.content == f"{so_far} and then the answer goes on [1]."
+    assert done.content == f"{so_far} and so on [1]."
     assert "".join(d["text"] for d in events.of("token")) == done.content  # the page sees all
     [request] = fake.streamed
     assert "tools" not in request  # the same passages, no new searches

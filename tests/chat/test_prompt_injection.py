@@ -290,8 +290,10 @@ def test_a_link_to_a_url_in_the_cited_page_or_the_question_is_kept(world, fake, 
                              "citations": [{"n": n, "quote": quote}]})  # fmt: skip
         if not results:
             return ToolCall("document_search", {"query": "seed orders catalogue"})
+        # The shop comes from the question, not the page: a sentence of its own, since a cited
+        # sentence that adds it is not backed by the page (chat.claims).
         return Answer(
-            f"Order from [the catalogue]({SEEDS}) [{seeds_n(results[0])}], or <{SHOP}>. "
+            f"Order from [the catalogue]({SEEDS}) [{seeds_n(results[0])}]. Or try <{SHOP}>. "
             f"Not [this]({SEEDS}&d=garden), [nor this](https://{ATTACKER}/?q=seeds) "
             f"nor ![that]({SEEDS})."
         )

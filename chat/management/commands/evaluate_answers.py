@@ -17,8 +17,11 @@ unless CHAT_MODEL is set). Reported overall, by kind and by question language:
 - abstained: share of unanswerable questions where the answer said it could not answer
   (and, for answerable ones, how often it wrongly abstained);
 - unsourced: complete answers with no verified citation that are not abstentions (the page
-  marks them "not backed by your sources"); errors: answers that failed (not scored for
-  time: the figures are over the answers that completed);
+  marks them "not backed by your sources"); cited: answers shown with a verified citation;
+  errors: answers that failed (not scored for time: the figures are over the answers that
+  completed);
+- backed: of the sentences the chat model's answers show (chat.claims), the share backed by
+  the passage they cite; high+unbacked: "high" answers with a sentence not backed (never);
 - time to first token and to done: median and p95.
 
 `--keep FILE` writes every answer's text, citations, tool calls and grounding as JSON lines,
@@ -90,6 +93,8 @@ def _kept(q: Any, answer: Message) -> dict[str, Any]:
         "error": answer.error,
         "answer": answer.content,
         "grounding": answer.metadata.get("grounding", ""),
+        "confidence": answer.confidence,
+        "claims": answer.metadata.get("claims"),
         "citations": answer.citations,
         "searched": answer.reply_to.search_query if answer.reply_to else "",
         "retrieved": [
@@ -122,12 +127,17 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         return round(sum(bool(r[key]) for r in items) / len(items), 4) if items else None
 
     completed = [r for r in rows if r["status"] == Message.Status.COMPLETE]
+    judged = sum(r["sentences"] for r in completed)
+    backed = sum(r["sentences"] - r["unbacked"] for r in completed)
     firsts = [r["first_token"] for r in completed]
     totals = [r["total"] for r in completed]
     return {
         "n": len(rows),
         "errors": len(rows) - len(completed),
         "unsourced": sum(r["grounding"] == "unsourced" for r in completed),
+        "cited": sum(r["grounding"] == "cited" for r in completed),
+        "backed_sentences": round(backed / judged, 4) if judged else None,
+        "high_unbacked": sum(r["confidence"] == "high" and r["unbacked"] > 0 for r in completed),
         "hit_at_5": share(answerable, "hit5"),
         "read_as_follow_up": share(rows, "follow_up"),
         "keywords": share(answerable, "keywords"),
@@ -226,6 +236,7 @@ class Command(BaseCommand):
         )
         found = [r for r in answer.retrieved if r.get("kind") == "document"][:5]
         asked = answer.reply_to
+        claims = answer.metadata.get("claims") or {}
         return {
             "id": q.id,
             "kind": q.kind,
@@ -242,17 +253,22 @@ class Command(BaseCommand):
             "abstained": bool(answer.metadata.get("abstained")),
             "grounding": answer.metadata.get("grounding", ""),
             "confidence": answer.confidence,
+            # The chat model's sentences shown, and those no source backs (chat.claims).
+            "sentences": int(claims.get("sentences") or 0),
+            "unbacked": int(claims.get("sentences") or 0) - int(claims.get("backed") or 0),
             "first_token": float(answer.timings.get("first_token", 0.0)),
             "total": float(answer.timings.get("total", 0.0)),
         }
 
     def _print(self, results: dict[str, Any]) -> None:
         w = self.stdout.write
-        cols = ["n", "errors", "unsourced", "hit_at_5", "read_as_follow_up", "keywords",
+        cols = ["n", "errors", "unsourced", "cited", "backed_sentences", "high_unbacked",
+                "hit_at_5", "read_as_follow_up", "keywords",
                 "cites_gold_page", "verified_citations",
                 "abstained_unanswerable", "abstained_answerable", "first_token_median_s",
                 "first_token_p95_s", "done_median_s", "done_p95_s"]  # fmt: skip
-        heads = ["n", "errors", "unsourced", "hit@5", "follow-up", "keywords", "gold page",
+        heads = ["n", "errors", "unsourced", "cited", "backed", "high+unb.", "hit@5",
+                 "follow-up", "keywords", "gold page",
                  "verified", "abst.unans",
                  "abst.ans", "ttft p50", "ttft p95", "done p50", "done p95"]  # fmt: skip
         w(f"\nanswerer: {results['answerer']}")

@@ -7,7 +7,7 @@ from core.models import Job
 
 
 @admin.register(Job)
-class JobAdmin(admin.ModelAdmin):
+class JobAdmin(admin.ModelAdmin[Job]):
     """The background queue, read-only: what waits, what runs, what failed and why."""
 
     list_display = ("pk", "func", "args", "user", "state", "attempts", "created_at", "started_at")

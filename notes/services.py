@@ -9,6 +9,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import BigIntegerField, F, Func, Sum
+from django.db.models.expressions import CombinedExpression
 from django.utils import timezone
 from django.utils.formats import number_format
 from django.utils.translation import gettext, gettext_noop
@@ -124,9 +125,14 @@ def note_update(*, note: Note, title: str | None = None, body: str | None = None
     return note
 
 
-def _check_quota(*, author_id: int, title: str, body: str, note_id: int | None = None) -> None:
+def _check_quota(
+    *, author_id: int | None, title: str, body: str, note_id: int | None = None
+) -> None:
     """Notes count toward their author's storage quota (core.quota), checked under the
-    author's storage lock; an edit counts only what it adds."""
+    author's storage lock; an edit counts only what it adds. (A note whose author's account
+    is gone counts toward nobody's.)"""
+    if author_id is None:
+        return
     lock_storage_of(user_id=author_id)
     freed = 0
     if note_id is not None:
@@ -140,7 +146,7 @@ def _check_quota(*, author_id: int, title: str, body: str, note_id: int | None =
     check_quota(user_id=author_id, name=title, size=size, freed=freed)
 
 
-def note_bytes_sql() -> Func:
+def note_bytes_sql() -> CombinedExpression:
     """A note's bytes as stored (UTF-8): title and body."""
     return Func(F("title"), function="octet_length", output_field=BigIntegerField()) + Func(
         F("body"), function="octet_length", output_field=BigIntegerField()

@@ -281,6 +281,7 @@ def test_remote_embeddings_down_means_retry_later_then_fail(
     assert attachment.chunks.exists()  # keyword search works while embeddings wait
     assert ingest(attachment).attempts == 1  # any task before the retry is due leaves it be
 
+    assert retry.not_before is not None
     NoteAttachment.objects.filter(pk=attachment.pk).update(
         attempts=settings.INGEST_MAX_ATTEMPTS - 1, not_before=retry.not_before - timedelta(hours=1)
     )  # the retry is due

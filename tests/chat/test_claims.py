@@ -218,6 +218,7 @@ def test_a_follow_up_never_searches_with_words_of_an_unbacked_sentence(model, co
     ]
     answer = ask(conversation)
     assert answer.metadata["grounding"] == "unsourced"
+    assert answer.reply_to is not None
     question = Message.objects.create(
         conversation=conversation, role=Message.Role.USER, content="And how do I use it?"
     )

@@ -33,6 +33,12 @@ def explode(*args: object) -> None:
     raise RuntimeError("the task failed")
 
 
+def claimed(hint: int | None = None) -> int | None:
+    """The id of the job a ticket would take now (and takes)."""
+    taken = job_claim(hint)
+    return taken.pk if taken else None
+
+
 def job(user, state=State.PENDING, **fields) -> Job:
     return Job.objects.create(user=user, func="tests.core.test_jobs.record", state=state, **fields)
 
@@ -42,11 +48,11 @@ def test_the_user_with_fewer_jobs_running_goes_first(alice, bob):
     first, second = job(alice), job(alice)
     bobs = job(bob)  # queued last
 
-    assert job_claim(first.pk).pk == bobs.pk  # the ticket of alice's job runs bob's
+    assert claimed(first.pk) == bobs.pk  # the ticket of alice's job runs bob's
     # Now both have one running: alice's last start is older than bob's, so alice's turn.
-    assert job_claim(bobs.pk).pk == first.pk
-    assert job_claim().pk == second.pk
-    assert job_claim() is None  # nothing left: a ticket with nothing to do returns
+    assert claimed(bobs.pk) == first.pk
+    assert claimed() == second.pk
+    assert claimed() is None  # nothing left: a ticket with nothing to do returns
 
 
 def test_users_take_turns_by_when_they_were_last_served(alice, bob):
@@ -56,14 +62,14 @@ def test_users_take_turns_by_when_they_were_last_served(alice, bob):
     job(bob, State.DONE, started_at=now - timedelta(hours=1), finished_at=now)
     alices, bobs, carols = job(alice), job(bob), job(carol)
     # Carol never had a job run, bob's ran an hour ago, alice's a minute ago.
-    assert [job_claim().pk for _ in range(3)] == [carols.pk, bobs.pk, alices.pk]
+    assert [claimed() for _ in range(3)] == [carols.pk, bobs.pk, alices.pk]
 
 
 def test_a_delayed_job_waits_for_its_time(alice):
     later = job(alice, not_before=timezone.now() + timedelta(minutes=1))
-    assert job_claim(later.pk) is None
+    assert claimed(later.pk) is None
     Job.objects.filter(pk=later.pk).update(not_before=timezone.now())
-    assert job_claim(later.pk).pk == later.pk
+    assert claimed(later.pk) == later.pk
 
 
 def test_a_ticket_runs_the_fairest_job_and_records_how_it_ended(alice, bob):
@@ -84,6 +90,7 @@ def test_a_failed_job_is_retried_while_it_has_attempts_then_fails(alice):
     job_run_next(failing.pk)
     failing.refresh_from_db()
     assert (failing.state, failing.attempts) == (State.PENDING, 1)
+    assert failing.not_before is not None
     assert failing.not_before > timezone.now()  # after a backoff, on a ticket of its own
     assert Schedule.objects.filter(func="core.jobs.job_run_next", args=f"({failing.pk},)")
 

@@ -24,7 +24,13 @@ from attachments.services.ingestion import index_statistics
 from tests.attachments.test_worker import wait_for
 from tests.conftest import EVAL_PDFS, upload
 from tests.factories import NotebookFactory, NoteFactory
-from tests.test_processes import _free_port, _postgres_running, _stop_serve, _wait_for_line
+from tests.test_processes import (
+    _free_port,
+    _postgres_running,
+    _stop_serve,
+    _wait_for_line,
+    as_from_a_terminal,
+)
 from tests.workers import run_worker
 
 pytestmark = pytest.mark.slow
@@ -171,7 +177,7 @@ def test_web_and_worker_carry_on_after_a_postgres_restart_while_idle(tmp_path):
     pgdata = tmp_path / "postgres"
     serve = subprocess.Popen(
         [sys.executable, "manage.py", "serve"], cwd=ROOT, env=env, text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=as_from_a_terminal,
     )  # fmt: skip
     try:
         _wait_for_line(serve, f"Notebook is running at http://127.0.0.1:{port}/", 180)

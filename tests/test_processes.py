@@ -64,6 +64,13 @@ def _http_status(port: int, path: str) -> int:
         return exc.code
 
 
+def as_from_a_terminal() -> None:
+    """Popen's preexec_fn for `serve`, which the tests stop with Ctrl-C (SIGINT): a shell
+    starts background jobs with SIGINT ignored, and the suite run as one (`make test &`)
+    would hand that on to `serve`, which Ctrl-C then never reaches."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _stop_serve(proc: subprocess.Popen[str]) -> str:
     """Ctrl-C `serve`; if it still runs 60 s later, fail with what its processes were doing."""
     proc.send_signal(signal.SIGINT)
@@ -107,7 +114,7 @@ def test_serve_runs_web_and_worker_on_a_fresh_data_dir_and_stops_cleanly(tmp_pat
     def start() -> subprocess.Popen[str]:
         return subprocess.Popen(
             [sys.executable, "manage.py", "serve"], cwd=ROOT, env=env, text=True,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=as_from_a_terminal,
         )  # fmt: skip
 
     proc = start()

@@ -28,6 +28,7 @@ from notebook.database import database_url
 from notebook.management.commands.serve import balances_connections
 from tests.chat.test_web_crash import QUESTION, Socket, final
 from tests.chat.test_web_crash import conversation as conversation  # the fixture: a note to ask
+from tests.test_processes import as_from_a_terminal
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -192,7 +193,7 @@ def served(tmp_path):
     )
     proc = subprocess.Popen(
         [sys.executable, "manage.py", "serve", "--no-worker"], cwd=ROOT, env=env, text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=as_from_a_terminal,
     )  # fmt: skip
     lines = Lines(proc)
     try:

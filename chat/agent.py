@@ -264,6 +264,8 @@ def _generate(message_id: int, attempt: int, emit: Emit, answerer: Answerer | No
         metadata["cut_short"] = True
     if context.selection is not None:  # how the chosen sources were merged (chat.selection)
         metadata["source_summary"] = context.selection.summary()
+    if finished.related:
+        metadata["related"] = finished.related
     if finished.context:  # the chat model's context slots, in tokens
         metadata["context"] = finished.context
     # Why this answerer stands in (test doubles may not have one), how retrieval fell short.

@@ -44,6 +44,10 @@ class Finished:
     # memories, summaries, history, passages, other, total, budget, and *_dropped; the agent
     # saves it as metadata["context"]. Empty when no model was asked.
     context: dict[str, int] = field(default_factory=dict)
+    # Further passages the offline answerer lists under its answer (or, when it abstains, as
+    # the closest matches): kind, file, page, attachment_id, chunk_id, note_id, note_title,
+    # heading, quote (a verbatim sentence) and preview; saved as metadata["related"].
+    related: list[dict[str, Any]] = field(default_factory=list)
 
 
 class AnswerError(Exception):

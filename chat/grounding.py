@@ -20,11 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
-from chat import answer_types
 from chat.citations import MARKER
 from chat.sentence_vectors import embed_weighed, similarities
 from notebook.embeddings import get_embedder, warming_up
-from notebook.language import detect_language
 from notebook.markdown import plain_text
 from notebook.textutil import cjk_ratio, unhyphenated
 from search.texts import STOP_WORDS, content_terms
@@ -41,37 +39,6 @@ ABSTAIN_COVERAGE = 0.5
 # A sentence of the cited source backs an answer's sentence when it shares at least this
 # share of that sentence's content words (used when a model cites [n] without a quote).
 BACKING_COVERAGE = 0.5
-# A sentence holding the kind of answer the question asks for (a number for "how many", code
-# for "how do I", chat.answer_types) scores this much more: a tie-breaker between sentences
-# about the question (they score 0.3-0.8). docs/chat.md has the sweep.
-ANSWER_TYPE_BONUS = 0.05
-# In a follow-up, a sentence's coverage is this much the share of the user's own words it
-# covers and the rest the share of the completed question's: a sentence that only restates the
-# thread ranks below one that also says something about what was asked now. docs/chat.md.
-OWN_WORDS_SHARE = 0.5
-# A sentence that opens by pointing elsewhere ("In Section 1.2, page 4, we saw…", "As pointed
-# out in Section 2.7, …", "Before describing how to…", "See also…") tells the reader where to
-# look, not the answer: it scores this much less (0.1 and 0.2 chose the same sentences on the
-# public set; 0.05 still let "In Section 1.2 … we saw" beat a sentence about exporting).
-SIGNPOST_PENALTY = 0.1
-_SIGNPOST = re.compile(
-    r"^\W*(?:"
-    r"(?:see|cf\.?) (?:also )?(?:the )?(?:previous |next |following )?"
-    r"(?:section|chapter|appendix|part|page|table|figure)s?\b"
-    r"|(?:in|from) (?:(?:the )?(?:previous|next|following) (?:section|chapter)"
-    r"|(?:section|chapter|appendix|page)s? \d)"
-    r"|as (?:\w+ )?(?:pointed out|described|discussed|explained|mentioned|noted|shown|seen|"
-    r"stated|defined|outlined)\b"
-    r"|(?:before|after) (?:describing|discussing|explaining|going|we|turning|looking)\b"
-    r"|we (?:saw|have seen|will see|shall see|will now|now turn)\b"
-    r"|(?:this|the (?:next|following|previous)) (?:section|chapter|appendix)\b"
-    r"|(?:siehe|vgl\.?|in) (?:auch )?(?:Abschnitt|Kapitel|Anhang|Seite|Tabelle)\b"
-    r"|wie (?:oben|unten|in Abschnitt|in Kapitel)\b"
-    r"|(?:se|i) (?:også )?(?:avsnitt|kapittel|kapitlet|side|tabell)\b"
-    r"|(?:参见|详见|见|如)第"
-    r")",
-    re.IGNORECASE,
-)
 # A full stop ends a sentence, except between initials ("W. N. Venables"), before a name
 # closing a bracket ("(Donald E. Knuth)") and after a common abbreviation ("e.g. Section
 # 2", "z.B. Noten", "Fig. 3"). ("… in R. The …" ends one: R is a name of its own.)
@@ -98,16 +65,6 @@ _KEY_TERM = re.compile(
 )
 
 
-# A capitalised word inside a sentence (not after . ! ? or a quote opening it): a name such as
-# "Peru" or "Kalythos". Not for German, which capitalises every noun.
-_NAME = re.compile(r"(?<![.!?:;\"“(]\s)(?<!^)(?<=\s)([A-Z][a-z]{2,}(?:-[A-Z][a-z]+)*)\b")
-_NOT_NAMES = frozenset({
-    "I", "I'm", "Is", "Are", "Do", "Does", "Can", "Could", "How", "What", "Which", "Why", "When",
-    "Where", "Who", "Will", "Would", "Should", "And", "Or", "But", "If", "The", "This", "That",
-    "These", "Those", "There", "Then", "So",
-})  # fmt: skip
-
-
 def key_terms(question: str) -> list[str]:
     found = [m.group(0).strip(" .:()") for m in _KEY_TERM.finditer(question)]
     return [t for t in dict.fromkeys(found) if len(t) >= 3]
@@ -115,14 +72,9 @@ def key_terms(question: str) -> list[str]:
 
 def salient_terms(question: str) -> list[str]:
     """What a question names that its sources must contain to answer it: key terms (code,
-    CamelCase, long acronyms) and, outside German, capitalised names inside a sentence."""
-    # A short acronym (PDF, CSV, SQL) names a format or a field more often than the subject;
-    # the documents may well answer without spelling it out.
-    terms_ = [t for t in key_terms(question) if not re.fullmatch(r"[A-Z]{3,4}", t)]
-    if cjk_ratio(question) <= 0.1 and detect_language(question) != "de":
-        names = [m.group(1) for m in _NAME.finditer(question) if m.group(1) not in _NOT_NAMES]
-        terms_ += [n for n in names if not any(n in t for t in terms_)]
-    return list(dict.fromkeys(terms_))
+    CamelCase, long acronyms). A short acronym (PDF, CSV, SQL) names a format or a field more
+    often than the subject; the documents may well answer without spelling it out."""
+    return [t for t in key_terms(question) if not re.fullmatch(r"[A-Z]{3,4}", t)]
 
 
 def absent_key_terms(question: str, context: ToolContext) -> list[str]:
@@ -148,14 +100,10 @@ class Candidate:
     text: str
     similarity: float = 0.0
     coverage: float = 0.0
-    answers: bool = False  # holds the kind of answer the question asks for (chat.answer_types)
-    signpost: bool = False  # points elsewhere instead of saying something (`signpost`)
 
     @property
     def score(self) -> float:
-        bonus = ANSWER_TYPE_BONUS if self.answers else 0.0
-        bonus -= SIGNPOST_PENALTY if self.signpost else 0.0
-        return 0.6 * self.similarity + 0.4 * self.coverage + 0.05 / (1 + self.rank) + bonus
+        return 0.6 * self.similarity + 0.4 * self.coverage + 0.05 / (1 + self.rank)
 
 
 def terms(text: str) -> set[str]:
@@ -266,6 +214,7 @@ class Evidence:
 
     missing: list[str] = field(default_factory=list)  # key terms the sources never contain
     ranked: list[Candidate] = field(default_factory=list)  # best first
+    question_vector: Any = None  # the question's unit vector (None: judged by words alone)
 
     @property
     def best(self) -> Candidate | None:
@@ -279,31 +228,30 @@ class Evidence:
         return best.similarity >= ABSTAIN_SIMILARITY or best.coverage >= ABSTAIN_COVERAGE
 
 
-def weigh(
-    question: str, passages: list[dict[str, Any]], context: ToolContext, names_from: str = ""
-) -> Evidence:
+def weigh(question: str, passages: list[dict[str, Any]], context: ToolContext) -> Evidence:
     """Score every sentence of `passages` (each with its citation number `n`) against the
-    question; the check for names the sources lack (in `names_from`, default the question)
-    runs first and, when it fails, nothing is embedded."""
-    missing = absent_key_terms(names_from or question, context)
+    question; the check for names the sources lack runs first and, when it fails, nothing is
+    embedded."""
+    missing = absent_key_terms(question, context)
     if missing:
         return Evidence(missing=missing)
-    wanted = terms(question)
     candidates: list[Candidate] = []
     chunks: list[int | None] = []  # the chunk each candidate comes from (None: a note)
     # A sentence is read under its section's headings: "The package defines …" under
     # "url.sty version 3.4" is about url.sty, though it does not name it.
-    context_terms: list[set[str]] = []
+    context_terms: list[str] = []
+    languages: list[str] = []
     for rank, p in enumerate(passages):
         chunk = int(p["chunk_id"]) if p.get("kind") == "document" and p.get("chunk_id") else None
-        heading = terms(str(p.get("heading") or ""))
         for position, sentence in enumerate(passage_sentences(p)):
             candidates.append(Candidate(int(p["n"]), rank, position, sentence))
             chunks.append(chunk)
-            context_terms.append(heading)
+            context_terms.append(str(p.get("heading") or ""))
+            languages.append(str(p.get("language") or ""))
     if not candidates:
         return Evidence()
     similarity = [0.0] * len(candidates)
+    question_vector = None
     # Right after the server starts the model is still loading: judge by words, do not wait.
     if not warming_up():
         try:
@@ -314,22 +262,38 @@ def weigh(
                 timeout=settings.EMBEDDING_QUERY_TIMEOUT,
             )
             similarity = similarities(asked, vectors)
+            question_vector = asked
         except Exception:  # the embedder is away: sentences are judged by their words alone
             logger.warning("could not embed the sentences of an answer; judging by words only")
-    kind = answer_types.expected(names_from or question)
-    # A follow-up is weighed against the question completed from the thread; the words the
-    # user typed are what it asks that is new ("Will that also make them clickable?").
-    own = terms(names_from) if names_from and names_from != question else set()
-    for c, sim, heading in zip(candidates, similarity, context_terms, strict=True):
+    wanted_by_language: dict[str, set[str]] = {}
+    for c, sim, heading, language in zip(
+        candidates, similarity, context_terms, languages, strict=True
+    ):
+        # The question's words are stemmed as the passage's language is, so that both sides
+        # of the comparison read words the same way.
+        if language not in wanted_by_language:
+            wanted_by_language[language] = _terms(question, language)
+        wanted = wanted_by_language[language]
         c.similarity = sim
-        c.answers = answer_types.holds(c.text, kind, names_from or question)
-        c.signpost = bool(_SIGNPOST.match(c.text))
-        said = terms(c.text) | heading
+        said = _terms(c.text, language) | _terms(heading, language)
         c.coverage = len(wanted & said) / len(wanted) if wanted else 0.0
-        if own:  # a follow-up: half the thread's words, half the user's own
-            own_share = len(own & said) / len(own)
-            c.coverage = (1 - OWN_WORDS_SHARE) * c.coverage + OWN_WORDS_SHARE * own_share
-    return Evidence(ranked=sorted(candidates, key=lambda c: -c.score))
+    return Evidence(
+        ranked=sorted(candidates, key=lambda c: -c.score), question_vector=question_vector
+    )
+
+
+def coverage(question: str, text: str, language: str = "") -> float:
+    """The share of the question's content words that `text` holds (both read as `language`
+    reads words)."""
+    wanted = _terms(question, language)
+    return len(wanted & _terms(text, language)) / len(wanted) if wanted else 0.0
+
+
+def _terms(text: str, language: str) -> set[str]:
+    try:
+        return terms(text, language or None)  # type: ignore[call-arg]
+    except TypeError:  # terms() without a language parameter
+        return terms(text)
 
 
 def readable(passage: dict[str, Any]) -> str:

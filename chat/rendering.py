@@ -74,6 +74,8 @@ class MessageView:
     message: Message
     html: SafeString = field(default_factory=lambda: SafeString(""))
     sources: list[Source] = field(default_factory=list)
+    # The offline answer's further passages (or, beside an abstention, its closest matches).
+    related: list[Source] = field(default_factory=list)
 
     @property
     def in_progress(self) -> bool:
@@ -243,6 +245,11 @@ class _ChipWriter(HTMLParser):
         for source in shown:
             self.sources.setdefault(source.n, []).append(source)
         self.seen: dict[int, int] = {}
+        # The extractive answer's verified quote is the sentences of its passage that
+        # answer: they are highlighted where the passage shows them.
+        self.highlight = (
+            [s.quote for s in shown if s.quote] if message.answerer == "extractive" else []
+        )
         self.chips = 0
         self.out: list[str] = []
         self.skip = 0
@@ -281,6 +288,18 @@ class _ChipWriter(HTMLParser):
         if self.skip:
             self.out.append(escape(data, quote=False))
             return
+        for quote in self.highlight:
+            if len(quote) >= 12 and quote in data:
+                before, _sep, after = data.partition(quote)
+                self._chips(before)
+                self.out.append('<mark class="answer-quote">')
+                self._chips(quote)
+                self.out.append("</mark>")
+                self._chips(after)
+                return
+        self._chips(data)
+
+    def _chips(self, data: str) -> None:
         pos = 0
         for match in MARKER.finditer(data):
             self.out.append(escape(data[pos : match.start()], quote=False))
@@ -336,4 +355,14 @@ def present(message: Message) -> MessageView:
     if message.role != Message.Role.ASSISTANT or message.status in IN_PROGRESS:
         return MessageView(message)
     shown = sources(message) if message.status == Message.Status.COMPLETE else []
-    return MessageView(message, answer_html(message, shown), shown)
+    return MessageView(message, answer_html(message, shown), shown, related(message))
+
+
+def related(message: Message) -> list[Source]:
+    """The further passages an offline answer lists (metadata["related"]), as links that open
+    the source at the passage with its sentence highlighted."""
+    metadata = message.metadata if isinstance(message.metadata, dict) else {}
+    rows = [r for r in metadata.get("related") or [] if isinstance(r, dict)]
+    images = _image_ids(rows)
+    found = (_source(message, {**row, "n": 0}, images) for row in rows)
+    return [s for s in found if s is not None]

@@ -17,7 +17,9 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from django.conf import settings
 from django.db import connections
+from django.utils import translation
 
 from chat.agent import Emit, generate
 
@@ -109,9 +111,16 @@ def start(
     # this thread) the loop a consumer remembered is used, if any.
     with contextlib.suppress(RuntimeError):
         remember_loop()
+    # The answer's own words (the offline answer's frame, an abstention) are written in the
+    # language of the page or request that asked.
+    language = translation.get_language() or settings.LANGUAGE_CODE
+
+    def run_in_language() -> None:
+        with translation.override(language):
+            run(message_id, conversation_id, also, question_id)
+
     thread = threading.Thread(
-        target=run,
-        args=(message_id, conversation_id, also, question_id),
+        target=run_in_language,
         name=f"answer-{message_id}",
         daemon=True,
     )

@@ -35,6 +35,7 @@ def _source(hit: Hit) -> dict[str, object]:
         "file": chunk.attachment.original_name,
         "page": chunk.page_number,
         "heading": " › ".join(chunk.heading_path),
+        "language": chunk.attachment.language,
         "note_id": note.pk,
         "note_title": note.title,
         "text": chunk.content,

@@ -15,6 +15,7 @@ the sources do not answer, and lists the closest passages as closest matches.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -33,18 +34,22 @@ from chat.grounding import (
     search_first,
     weigh,
 )
-from chat.sentence_vectors import similarities
 from chat.passages import Unit, escape, grow, real_heading, render
+from chat.sentence_vectors import similarities
 from chat.tools import ToolContext
 from notebook.embeddings import get_embedder
 from notebook.textutil import clip
 
 __all__ = ["ExtractiveAnswerer", "abstention", "words"]
+logger = logging.getLogger(__name__)
 
 RELATED = 3  # further passages listed under the answer
-CANDIDATE_UNITS = 5  # units weighed as a whole, around the best sentences
-UNIT_FLOOR = 0.8  # ... that score at least this share of the best one
+CANDIDATE_UNITS = 8  # units weighed as a whole, around the best sentences
+UNIT_FLOOR = 0.7  # ... that score at least this share of the best one
 UNIT_EMBED_CHARS = 1000
+# What a unit scores: this share is how close the whole unit is to the question (meaning and
+# words), the rest its best sentence's score.
+UNIT_WEIGHT = 0.5
 PREVIEW_CHARS = 160
 FOLLOW_UPS = 2
 
@@ -124,18 +129,22 @@ def _best_unit(question: str, evidence: Evidence, passages: list[dict[str, Any]]
     similarity = [0.0] * len(units)
     if evidence.question_vector is not None and len(units) > 1:
         try:
-            vectors = get_embedder().embed([u.text[:UNIT_EMBED_CHARS] for _, u in units],
-                                           timeout=settings.EMBEDDING_QUERY_TIMEOUT)  # fmt: skip
-            similarity = similarities(evidence.question_vector, np.asarray(vectors, dtype=np.float32))
+            vectors = get_embedder().embed(
+                [u.text[:UNIT_EMBED_CHARS] for _, u in units],
+                timeout=settings.EMBEDDING_QUERY_TIMEOUT,
+            )
+            matrix = np.asarray(vectors, dtype=np.float32)
+            similarity = similarities(evidence.question_vector, matrix)
         except Exception:  # the embedder is away: by the sentences and the words
-            pass
+            logger.warning("could not embed the passages of an answer; weighing their sentences")
 
     def score(i: int) -> float:
         candidate, unit = units[i]
         language = str(unit.passage.get("language") or "")
         heading = str(unit.passage.get("heading") or "")
         words = coverage(question, f"{heading} {unit.text}", language)
-        return 0.5 * candidate.score + 0.5 * (0.6 * similarity[i] + 0.4 * words)
+        whole = 0.6 * similarity[i] + 0.4 * words
+        return (1 - UNIT_WEIGHT) * candidate.score + UNIT_WEIGHT * whole
 
     return units[max(range(len(units)), key=score)][1]
 
@@ -211,11 +220,12 @@ def _follow_ups(question: str, unit: Unit, related: list[dict[str, Any]]) -> lis
         heading = _NUMBERING.sub("", entry.get("heading", "")).strip()
         if not heading or heading == own or heading.casefold() in asked:
             continue
-        if not real_heading(heading) or heading in {h for h in out}:
+        if not real_heading(heading) or heading in out:
             continue
         out.append(heading)
         if len(out) == FOLLOW_UPS:
             break
     return [_("What does the section “%(section)s” say?") % {"section": h} for h in out]
+
 
 _real_heading = real_heading  # guides still imports this name; it moves to guides

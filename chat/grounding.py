@@ -266,16 +266,16 @@ def weigh(question: str, passages: list[dict[str, Any]], context: ToolContext) -
         except Exception:  # the embedder is away: sentences are judged by their words alone
             logger.warning("could not embed the sentences of an answer; judging by words only")
     wanted_by_language: dict[str, set[str]] = {}
-    for c, sim, heading, language in zip(
-        candidates, similarity, context_terms, languages, strict=True
-    ):
+    held = []
+    for c, heading, language in zip(candidates, context_terms, languages, strict=True):
         # The question's words are stemmed as the passage's language is, so that both sides
         # of the comparison read words the same way.
         if language not in wanted_by_language:
             wanted_by_language[language] = _terms(question, language)
+        held.append(_terms(c.text, language) | _terms(heading, language))
+    for c, sim, said, language in zip(candidates, similarity, held, languages, strict=True):
         wanted = wanted_by_language[language]
         c.similarity = sim
-        said = _terms(c.text, language) | _terms(heading, language)
         c.coverage = len(wanted & said) / len(wanted) if wanted else 0.0
     return Evidence(
         ranked=sorted(candidates, key=lambda c: -c.score), question_vector=question_vector
@@ -299,7 +299,12 @@ def _terms(text: str, language: str) -> set[str]:
 def readable(passage: dict[str, Any]) -> str:
     """A passage's text as a reader sees it: a note's Markdown as plain text."""
     text = str(passage.get("text", ""))
-    return plain_text(text) if passage.get("kind") == "note" else text
+    if passage.get("kind") != "note":
+        return text
+    title = str(passage.get("note_title", ""))
+    if title and text.startswith(title + "\n"):  # the title is a line of its own
+        text = f"{title}\n\n{text[len(title) + 1 :]}"
+    return plain_text(text)
 
 
 def passage_sentences(passage: dict[str, Any], *, every: bool = False) -> list[str]:

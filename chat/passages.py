@@ -39,6 +39,7 @@ PROSE, CODE, LIST, HEADING, DEBRIS = "prose", "code", "list", "heading", "debris
 # A list item opens with a bullet, a dash, or a number or letter and a bracket or stop.
 _BULLET = re.compile(r"^\s*(?:[•●○◦▪▫‣∙·*–—-]|\(?\d{1,2}[.)]|\(?[a-z][.)]|\([ivx]+\))\s+")
 # Characters that are rare in running text of any script and common in code.
+_NUMBERED = re.compile(r"^\s*\d+(?:\.\d+)*\.?\s+\S")  # "2. Header line", "5.7.1 Matrix …"
 _SYMBOL_BULLET = re.compile(r"^\s*[•●○◦▪▫‣∙·*–—-]\s+")
 _SYMBOLS = re.compile(r"[(){}\[\]=<>;$\\_\"'#%&|^~@+*/`]")
 _PROMPT = re.compile(r"^\s*(?:>|\$|#|%|>>>|\+)\s")
@@ -74,19 +75,26 @@ def kind_of(text: str, emphasis: bool | None = None) -> str:
     if len(lines) == 1 and _debris(lines[0]):
         return DEBRIS
     line = lines[0]
-    if (
-        len(lines) == 1 and len(line.split()) <= 10 and len(line) < 90
-        and not _SYMBOL_BULLET.match(line) and not line.lstrip()[:1].islower()
-        and not _PROMPT.match(line) and emphasis is not False
-    ):  # fmt: skip
-        if not _ENDS_SENTENCE.search(line) and not line.rstrip().endswith((":", ",", ";")):
-            if not _code_like(lines) or line.lstrip()[:1].isalnum() and " " in line.strip():
-                return HEADING
+    if _heading_line(lines, emphasis):
+        return HEADING
     if _BULLET.match(line):
         return LIST
     if sum(bool(_PROMPT.match(line)) for line in lines) * 2 >= len(lines) or _code_like(lines):
         return CODE
     return PROSE
+
+
+def _heading_line(lines: list[str], emphasis: bool | None) -> bool:
+    """One short line that does not end like a sentence or a lead-in, opens in neither lower
+    case nor a bullet nor a prompt, and is set apart by its font (or numbered)."""
+    line = lines[0]
+    return (
+        len(lines) == 1 and len(line.split()) <= 10 and len(line) < 90
+        and not _SYMBOL_BULLET.match(line) and not line.lstrip()[:1].islower()
+        and not _PROMPT.match(line) and (emphasis is not False or bool(_NUMBERED.match(line)))
+        and not _ENDS_SENTENCE.search(line) and not line.rstrip().endswith((":", ",", ";"))
+        and (not _code_like(lines) or (line.lstrip()[:1].isalnum() and " " in line.strip()))
+    )  # fmt: skip
 
 
 def _code_like(lines: list[str]) -> bool:
@@ -120,8 +128,11 @@ def _flat(text: str) -> str:
 def _page_text(passage: dict[str, Any]) -> tuple[str, int, list[Any]]:
     """The text of the passage's whole page (a note's plain text) and where the passage
     starts in it."""
-    if passage.get("kind") != "document":
-        return readable(passage), 0, []
+    if passage.get("kind") != "document":  # a note's plain text has a line per block
+        lines = [line for line in readable(passage).splitlines() if line.strip()]
+        if lines and lines[0] == passage.get("note_title"):  # the frame names the note
+            lines = lines[1:]
+        return "\n\n".join(lines), 0, []
     chunk = (
         DocumentChunk.objects.filter(pk=passage.get("chunk_id"))
         .values_list("attachment_id", "page_number", "start_char")
@@ -218,7 +229,7 @@ def _joins(a: Block, b: Block) -> bool:
     or in brackets), a list's next item, the prose that takes up after code."""
     if b.kind == HEADING:
         return False
-    if a.kind == HEADING:
+    if a.kind in (HEADING, DEBRIS) or b.kind == DEBRIS:
         return True
     if b.text.lstrip()[:1].islower():
         return True
@@ -248,12 +259,12 @@ def _fit(blocks: list[Block], first: int, last: int, at: int) -> list[Block] | N
     while hi - lo + 1 < MAX_BLOCKS:
         grew = False
         for nxt in (hi + 1, lo - 1):
-            if first <= nxt <= last and not lo <= nxt <= hi:
-                if size + len(blocks[nxt].text) <= MAX_UNIT_CHARS:
-                    size += len(blocks[nxt].text)
-                    lo, hi = min(lo, nxt), max(hi, nxt)
-                    grew = True
-                    break
+            inside = first <= nxt <= last and not lo <= nxt <= hi
+            if inside and size + len(blocks[nxt].text) <= MAX_UNIT_CHARS:
+                size += len(blocks[nxt].text)
+                lo, hi = min(lo, nxt), max(hi, nxt)
+                grew = True
+                break
         if not grew:
             break
     # A heading directly above what was kept names it.
@@ -324,7 +335,9 @@ def _quote(blocks: list[Block], best: Candidate, scores: dict[str, float], page:
             if scores.get(found[last + 1], 0.0) < floor:
                 break
             last += 1
-        while last - first + 1 < MAX_HIGHLIGHT and first and scores.get(found[first - 1], 0.0) >= floor:
+        while last - first + 1 < MAX_HIGHLIGHT and first:
+            if scores.get(found[first - 1], 0.0) < floor:
+                break
             first -= 1
         run = " ".join(found[first : last + 1])
         if normalise(run) in quotable(page):
@@ -360,6 +373,7 @@ def render(unit: Unit) -> str:
     code as a fenced block, headings in bold, prose as paragraphs; margin words left out."""
     out: list[str] = []
     items: list[str] = []
+    prose_open = False  # the last paragraph written goes on
     for block in unit.blocks:
         if block.kind == DEBRIS:
             continue
@@ -370,20 +384,25 @@ def render(unit: Unit) -> str:
         if block.kind == LIST or (block.kind == PROSE and _has_items(block)):
             lead, found = _items(block)
             if lead:
-                out += _list(items) + [escape(lead)]
+                out += [*_list(items), escape(lead)]
                 items = []
             items += found
+            prose_open = False
             continue
         out += _list(items)
         items = []
         if block.kind == CODE:
-            fence = "`" * max(3, 1 + max((len(r) for r in re.findall(r"`+", block.text)), default=0))
+            ticks = max((len(run) for run in re.findall(r"`+", block.text)), default=0)
+            fence = "`" * max(3, ticks + 1)
             body = "\n".join(line.rstrip() for line in block.text.strip("\n").splitlines())
             out.append(f"{fence}\n{body}\n{fence}")
         elif block.kind == HEADING:
             out.append(f"**{escape(_flat(block.text))}**")
+        elif out and prose_open:  # a sentence the layout carried over a blank line
+            out[-1] += " " + escape(_flat(block.text))
         else:
             out.append(escape(_flat(block.text)))
+        prose_open = block.kind == PROSE and not _ENDS_SENTENCE.search(block.text)
     out += _list(items)
     return "\n\n".join(out)
 

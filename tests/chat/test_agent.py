@@ -16,7 +16,7 @@ from chat import services
 from chat.agent import generate
 from chat.citations import quotable, verify
 from chat.events import AnswerError, Finished, Token, ToolActivity
-from chat.extractive import sentences
+from chat.grounding import sentences
 from chat.models import Message
 from chat.tools import ToolContext, tools_for
 from notes.services import note_create

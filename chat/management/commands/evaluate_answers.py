@@ -13,6 +13,10 @@ unless CHAT_MODEL is set). Reported overall, by kind and by question language:
   session 15 backslashes were dropped from answers but not from keywords, so no keyword with
   one could ever be found);
 - cites gold page: answers with a shown citation of the question's file on one of its pages;
+- gold shown: answers that cite a gold page or list one among the further passages shown under
+  the answer (*Also in your sources*, metadata["related"]);
+- 1 passage: of the answers that cite anything, those whose text quotes one place only (one
+  file's page, or one note): an offline answer is one passage of one page;
 - verified: shown citations / citations the answer made (shown + refused);
 - abstained: share of unanswerable questions where the answer said it could not answer
   (and, for answerable ones, how often it wrongly abstained);
@@ -127,6 +131,7 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         return round(sum(bool(r[key]) for r in items) / len(items), 4) if items else None
 
     completed = [r for r in rows if r["status"] == Message.Status.COMPLETE]
+    quoting = [r for r in rows if r.get("single_passage") is not None]
     judged = sum(r["sentences"] for r in completed)
     backed = sum(r["sentences"] - r["unbacked"] for r in completed)
     firsts = [r["first_token"] for r in completed]
@@ -142,6 +147,8 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "read_as_follow_up": share(rows, "follow_up"),
         "keywords": share(answerable, "keywords"),
         "cites_gold_page": share(answerable, "cites_gold"),
+        "shows_gold_page": share(answerable, "shows_gold"),
+        "single_passage": share(quoting, "single_passage"),
         "verified_citations": round(sum(r["shown"] for r in rows) / made, 4) if made else None,
         "abstained_unanswerable": share(unanswerable, "abstained"),
         "abstained_answerable": share(answerable, "abstained"),
@@ -235,6 +242,13 @@ class Command(BaseCommand):
             c.get("file") == q.file and c.get("page") in q.pages for c in answer.citations
         )
         found = [r for r in answer.retrieved if r.get("kind") == "document"][:5]
+        related = (answer.metadata or {}).get("related") or []
+        shows_gold = cites_gold or any(
+            r.get("file") == q.file and r.get("page") in q.pages for r in related
+        )
+        # The places the answer's text quotes: one (a file's page, or a note) for a passage.
+        places = {(c.get("kind"), c.get("attachment_id"), c.get("page"), c.get("note_id"))
+                  for c in answer.citations}  # fmt: skip
         asked = answer.reply_to
         claims = answer.metadata.get("claims") or {}
         return {
@@ -248,6 +262,8 @@ class Command(BaseCommand):
             "status": answer.status,
             "keywords": bool(keywords) and all(k.lower() in text for k in keywords),
             "cites_gold": cites_gold,
+            "shows_gold": shows_gold,
+            "single_passage": len(places) == 1 if places else None,
             "shown": len(answer.citations),
             "refused": int(answer.metadata.get("unverified_citations", 0)),
             "abstained": bool(answer.metadata.get("abstained")),
@@ -264,11 +280,11 @@ class Command(BaseCommand):
         w = self.stdout.write
         cols = ["n", "errors", "unsourced", "cited", "backed_sentences", "high_unbacked",
                 "hit_at_5", "read_as_follow_up", "keywords",
-                "cites_gold_page", "verified_citations",
+                "cites_gold_page", "shows_gold_page", "single_passage", "verified_citations",
                 "abstained_unanswerable", "abstained_answerable", "first_token_median_s",
                 "first_token_p95_s", "done_median_s", "done_p95_s"]  # fmt: skip
         heads = ["n", "errors", "unsourced", "cited", "backed", "high+unb.", "hit@5",
-                 "follow-up", "keywords", "gold page",
+                 "follow-up", "keywords", "gold page", "gold shown", "1 passage",
                  "verified", "abst.unans",
                  "abst.ans", "ttft p50", "ttft p95", "done p50", "done p95"]  # fmt: skip
         w(f"\nanswerer: {results['answerer']}")

@@ -41,6 +41,7 @@ _BULLET = re.compile(r"^\s*(?:[•●○◦▪▫‣∙·*–—-]|\(?\d{1,2}[.)
 # Characters that are rare in running text of any script and common in code.
 _NUMBERED = re.compile(r"^\s*\d+(?:\.\d+)*\.?\s+\S")  # "2. Header line", "5.7.1 Matrix …"
 _SYMBOL_BULLET = re.compile(r"^\s*[•●○◦▪▫‣∙·*–—-]\s+")
+_SYMBOL_BULLET_INSIDE = re.compile(r"(?:^|\s)[•●○◦▪▫‣∙·]\s+")
 _SYMBOLS = re.compile(r"[(){}\[\]=<>;$\\_\"'#%&|^~@+*/`]")
 _PROMPT = re.compile(r"^\s*(?:>|\$|#|%|>>>|\+)\s")
 _ENDS_SENTENCE = re.compile(r"[.!?。！？…][\"'”’)\]]*\s*$")
@@ -325,7 +326,13 @@ def _quote(blocks: list[Block], best: Candidate, scores: dict[str, float], page:
     for block in blocks:
         if block.kind not in (PROSE, LIST):
             continue
-        found = sentences(block.text, 1, 0.0)
+        # A list's items are sentences of their own: a highlight never runs over a bullet.
+        found = [
+            piece.strip()
+            for s in sentences(block.text, 1, 0.0)
+            for piece in _SYMBOL_BULLET_INSIDE.split(s)
+            if piece.strip()
+        ]
         at = next((i for i, s in enumerate(found) if s == best.text), None)
         if at is None:
             continue
@@ -374,9 +381,9 @@ def render(unit: Unit) -> str:
     out: list[str] = []
     items: list[str] = []
     prose_open = False  # the last paragraph written goes on
-    for block in unit.blocks:
-        if block.kind == DEBRIS:
-            continue
+    for i, block in enumerate(unit.blocks):
+        if block.kind == DEBRIS and not _between_code(unit.blocks, i):
+            continue  # a word in the margin; between two code examples it links them ("or")
         opens = block.text.lstrip()[:1]
         if items and block.kind == PROSE and (opens.islower() or opens in "(["):
             items[-1] += " " + _flat(block.text)
@@ -405,6 +412,10 @@ def render(unit: Unit) -> str:
         prose_open = block.kind == PROSE and not _ENDS_SENTENCE.search(block.text)
     out += _list(items)
     return "\n\n".join(out)
+
+
+def _between_code(blocks: list[Block], i: int) -> bool:
+    return 0 < i < len(blocks) - 1 and blocks[i - 1].kind == blocks[i + 1].kind == CODE
 
 
 def _list(items: list[str]) -> list[str]:

@@ -16,22 +16,8 @@ router = Router(tags=["guides"])
 
 
 def _out(guide: Guide | None, kind: str) -> dict[str, Any]:
-    if guide is None:
-        return {
-            "kind": kind,
-            "status": "none",
-            "generator": "",
-            "model": "",
-            "stale": False,
-            "error": "",
-            "title": "",
-            "summary": [],
-            "topics": [],
-            "outline": [],
-            "questions": [],
-            "sources": [],
-            "ready_at": None,
-        }
+    if guide is None:  # not asked for yet: an empty guide of that kind
+        return {**_out(Guide(kind=kind), kind), "status": "none", "generator": ""}
     return {
         "kind": guide.kind,
         "status": guide.status,

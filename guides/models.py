@@ -13,8 +13,9 @@ from notes.models import Notebook
 
 class Guide(models.Model):
     """The guide of one attachment (`attachment` set) or of a notebook (`attachment` null):
-    a summary (verbatim central sentences offline, cited model sentences with a chat model),
-    key topics, the heading outline and suggested questions retrieval can answer.
+    a summary (offline: a source's own introduction or the central sentences, verbatim; with a
+    chat model: cited model sentences), key topics, the heading outline and suggested
+    questions retrieval can answer.
 
     `token` fences the runs: every request for a new guide bumps it, and a task writes only
     while the row still carries the token it was queued with (see guides.services)."""
@@ -54,12 +55,14 @@ class Guide(models.Model):
     generator = models.CharField(max_length=10, choices=Generator.choices, blank=True)
     model = models.CharField(max_length=200, blank=True)  # the chat model, when it wrote it
     title = models.CharField(max_length=300, blank=True)
-    # [{"text", "quoted": bool, "citations": [{"attachment_id", "file", "page", "quote"}]}]
+    # [{"text", "quoted": bool, "lead": bool (a quote of the document's own introduction),
+    #   "citations": [{"attachment_id", "file", "page", "quote"}]}]
     summary = models.JSONField(default=list, blank=True)
     topics = models.JSONField(default=list, blank=True)  # [str]
     # [{"text", "level", "page", "attachment_id", "file"}]
     outline = models.JSONField(default=list, blank=True)
-    # [{"text", "attachment_id", "file", "page", "chunk_id"}]: the passage that answers it
+    # [{"text" (English), "template", "subject" (shown translated: content.shown),
+    #   "attachment_id", "file", "page", "chunk_id"}]: with the passage that answers it
     questions = models.JSONField(default=list, blank=True)
     sources = models.JSONField(default=list, blank=True)  # [{"attachment_id", "file"}]
     timings = models.JSONField(default=dict, blank=True)

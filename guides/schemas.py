@@ -15,6 +15,7 @@ class GuideCitationOut(Schema):
 class GuideSentenceOut(Schema):
     text: str
     quoted: bool  # True: the sentence is itself a verbatim quote of the source
+    lead: bool = False  # a quote of the document's own abstract or introduction
     citations: list[GuideCitationOut]
 
 
@@ -27,7 +28,9 @@ class OutlineEntryOut(Schema):
 
 
 class SuggestedQuestionOut(Schema):
-    text: str
+    text: str  # in English; the pages show it in the reader's language
+    template: str = ""  # section | definition: the kind of question, "" for a model's own
+    subject: str = ""  # the heading or phrase it asks about (the model's question: all of it)
     attachment_id: int  # where retrieval found the passage that answers it
     file: str
     page: int

@@ -1,26 +1,29 @@
 """What a guide says, built from the stored pages, chunks and vectors, without a language model:
-the heading outline, the central sentences (quoted verbatim with their page), key topics and
-suggested questions that a search over the same sources answers.
+the heading outline, a lead (a source's own introduction, else its most central sentences,
+quoted verbatim with their page), key phrases and suggested questions that a search over the
+same sources answers. Boilerplate (search.boilerplate) is never quoted, topical or an answer.
 
 Central sentences are found in two steps, so that a 2,000-page PDF costs no more than a short
-one: the passages most central to the sources (highest cosine similarity to the mean of the
-stored passage vectors, picked with maximal marginal relevance so they cover different parts),
-then, among the sentences of those passages, embedded now, the most central ones, again with
-MMR."""
+one: the passages most central to the sources (cosine to the mean stored passage vector,
+picked with maximal marginal relevance among the more central half), then the most central of
+their sentences, embedded now, again with MMR."""
 
 from __future__ import annotations
 
 import math
 import re
-from collections import Counter, defaultdict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from itertools import zip_longest
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from django.utils.translation import gettext, gettext_noop
 
 from attachments.models import ChunkVector, DocumentChunk, DocumentPage, NoteAttachment
 from chat.citations import normalise, quotable
-from chat.extractive import _real_heading as real_heading
-from chat.grounding import ABSTAIN_COVERAGE, key_terms, sentences, terms
+from chat.grounding import ABSTAIN_COVERAGE, sentences, terms
+from guides.services.phrases import matrix, mmr
 from notebook.embeddings import get_embedder
+from search.boilerplate import boilerplate_chunks, contents_like
 from search.retrieval import Scope, search
 
 if TYPE_CHECKING:
@@ -31,37 +34,28 @@ if TYPE_CHECKING:
 MAX_VECTORS = 8000  # passages weighed for centrality; a larger set is sampled evenly
 CENTRAL_PASSAGES = 10
 MAX_CANDIDATES = 160  # sentences embedded per guide
-MMR_LAMBDA = 0.7  # weight of centrality against difference from what was already picked
 OUTLINE_LEVELS = 3
 MAX_OUTLINE = 60
-MAX_TOPICS = 6
 QUESTIONS = 3
+TOPIC_POOL = 4  # × the central passages: where key phrases are looked for
 MAX_QUESTION_SEARCHES = 12
-FOCUS_COVERAGE = 0.75  # share of a question's focus words the answering passage must hold
+LEAD_PAGES = 0.2  # a lead is looked for on the first fifth of the pages (at least 3)
+LEAD_CENTRALITY = 75  # percentile of the passages' centrality a lead must reach
+PROSE_SHARE = 0.6  # of a passage's text in whole sentences: running prose
+DEFINES = 0.6  # similarity of a sentence to "What is meant by X?" for it to answer it
 _NUMBERING = re.compile(r"^\s*(?:\d+(?:\.\d+)*\.?|[A-Z]\.|[IVX]+\.)\s+")
-_GENERIC = re.compile(
-    r"^(?:contents|table of contents|index|references|bibliography|literature|acknowledg\w*|"
-    r"preface|foreword|appendix|license|licence|copyright|about this \w+|notes|"
-    r"inhalt|inhaltsverzeichnis|literaturverzeichnis|vorwort|danksagung|anhang|register|"
-    r"目录|参考文献|索引|前言|致谢|附录)\b",
-    re.IGNORECASE,
-)
-_CONTENTS = re.compile(
-    r"^(?:table of contents|contents|inhalt|inhaltsverzeichnis|目录|目\s*录)$", re.IGNORECASE
-)
-_TOC_LINE = re.compile(r"(?:\.\s?){2,}\s*\w*\d+$")
 _SENTENCE_START = re.compile(r"^[\"“'(]?[A-Z0-9\u00C0-\u024F\u4e00-\u9fff]")
 _SENTENCE_STOP = re.compile(r"[.!?。！？][\"”')]?$")
 _CODE = re.compile(r"[{}\\=<>|_#$]")
-_DEFINITION = re.compile(
-    r"^(?:The |An? )?(?P<subject>[A-Za-z][\w\-]*(?: [\w\-]+){0,3}) (?:is|are) (?:a|an|the) "
-)
-_PRONOUNS = frozenset(
-    ["it", "this", "that", "these", "those", "they", "there", "he", "she", "which"]
-)
-_QUESTION_START = re.compile(
-    r"^(?:how|why|what|when|which|who|where|wie|warum|was|wann|welche)\b", re.IGNORECASE
-)
+# List items are not headings: "3) Step.", "• item" (footnotes are small print, which the
+# chunker never takes for a heading).
+_LIST_ITEM = re.compile(r"^\s*(?:\d+[.)]\s+\S.*[.:;]$|[•*(\-–])")
+# Suggested questions, translated when shown (guides.templatetags.guides): the guide is written
+# in the background, where no reader's language is known.
+TEMPLATES = {
+    "section": gettext_noop("What does the section “%(subject)s” explain?"),
+    "definition": gettext_noop("What is meant by “%(subject)s”?"),
+}
 
 
 @dataclass
@@ -70,7 +64,6 @@ class Passage:
     attachment_id: int
     file: str
     page: int
-    index: int
     text: str
     heading_path: list[str]
 
@@ -89,18 +82,8 @@ def passages(chunk_ids: list[int]) -> list[Passage]:
         .select_related("attachment")
         .order_by("attachment__created_at", "attachment_id", "index")
     )
-    return [
-        Passage(
-            c.pk,
-            c.attachment_id,
-            c.attachment.original_name,
-            c.page_number,
-            c.index,
-            c.content,
-            list(c.heading_path),
-        )
-        for c in rows
-    ]
+    return [Passage(c.pk, c.attachment_id, c.attachment.original_name, c.page_number, c.content,
+                    list(c.heading_path)) for c in rows]  # fmt: skip
 
 
 # --- Outline and title
@@ -110,47 +93,40 @@ def clean_heading(text: str) -> str:
     return " ".join(text.split())
 
 
+def real_heading(text: str) -> bool:
+    """A heading worth listing: short, not a sentence, a footnote, a list item, a contents
+    line ("2 Vectors . . 8") nor the wrapped end of a heading ("set")."""
+    if not 3 <= len(text) <= 80 or text.endswith((".", ",", ";", ":")) or contents_like(text):
+        return False
+    if _LIST_ITEM.search(text) or len(text.split()) > 10:
+        return False
+    return len(text) >= 8 or bool(_NUMBERING.match(text)) or text[:1].isupper()
+
+
 def outline(
     attachments: list[NoteAttachment], *, levels: int = OUTLINE_LEVELS, limit: int = MAX_OUTLINE
 ) -> list[dict[str, Any]]:
     """Each file's headings in reading order with their level and first page: real headings
-    only (not footnotes, list items or sentences: chat.extractive's rule for suggesting a
-    section), at most `levels` deep and `limit` per file."""
+    under real headings, at most `levels` deep and `limit` per file. A table of contents
+    lists headings: they count where they head, not there."""
     out: list[dict[str, Any]] = []
     for attachment in attachments:
         seen: set[str] = set()
-        count = 0
         rows = DocumentChunk.objects.filter(attachment=attachment).order_by("index")
-        for page, path in rows.values_list("page_number", "heading_path"):
-            for depth in range(1, min(len(path), levels) + 1):
-                key = tuple(clean_heading(h) for h in path[:depth])
-                text = key[-1]
-                if text.casefold() in seen or count >= limit:
+        for page, path, text in rows.values_list("page_number", "heading_path", "content"):
+            if contents_like(text):
+                continue
+            key = [clean_heading(h) for h in path[:levels]]
+            for depth, heading in enumerate(key, start=1):
+                if heading.casefold() in seen or len(seen) >= limit:
                     continue
-                if any(_CONTENTS.match(h) for h in key):
-                    break  # a table of contents lists headings; they count where they head
-                seen.add(text.casefold())
-                if not _outline_heading(text) or not all(real_heading(h) for h in key[:-1]):
-                    continue
-                count += 1
-                out.append(
-                    {
-                        "text": text,
-                        "level": depth,
-                        "page": page,
-                        "attachment_id": attachment.pk,
-                        "file": attachment.original_name,
-                    }
-                )
+                if not all(real_heading(h) for h in key[:depth]):
+                    break
+                seen.add(heading.casefold())
+                out.append({"text": heading, "level": depth, "page": page,
+                            "attachment_id": attachment.pk,
+                            "file": attachment.original_name})  # fmt: skip
     return out
-
-
-def _outline_heading(text: str) -> bool:
-    """A heading worth listing: chat.extractive's rule (no footnote, list item or sentence),
-    not a table-of-contents line ("2 Vectors . . 8") nor the wrapped end of a heading ("set")."""
-    if not real_heading(text) or _TOC_LINE.search(text):
-        return False
-    return len(text) >= 8 or bool(_NUMBERING.match(text)) or text[:1].isupper()
 
 
 def title_of(attachment: NoteAttachment, entries: list[dict[str, Any]]) -> str:
@@ -165,52 +141,20 @@ def title_of(attachment: NoteAttachment, entries: list[dict[str, Any]]) -> str:
 # --- Centrality
 
 
-def _matrix(vectors: list[Any]) -> np.ndarray:
+class Vectors(NamedTuple):
+    """The stored first-window vectors of some files' passages (tables left out; sampled
+    evenly beyond MAX_VECTORS), their normalised mean and each one's cosine to it."""
+
+    chunk_ids: list[int]
+    groups: list[int]  # the file of each row
+    matrix: np.ndarray
+    centre: np.ndarray
+    centrality: np.ndarray
+
+
+def vectors(attachment_ids: list[int]) -> Vectors | None:
     import numpy as np
 
-    matrix = np.asarray(vectors, dtype=np.float32)
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    normalised: np.ndarray = matrix / norms
-    return normalised
-
-
-def mmr(
-    matrix: np.ndarray, k: int, groups: list[int] | None = None, centre: np.ndarray | None = None
-) -> list[int]:
-    """Rows picked by maximal marginal relevance: centrality (cosine to `centre`, by default
-    the mean row) against the highest similarity to a row already picked. With `groups`
-    (the source of each row), no group gets more than its share until the others run out."""
-    import numpy as np
-
-    if not len(matrix):
-        return []
-    mean = matrix.mean(axis=0) if centre is None else centre
-    norm = float(np.linalg.norm(mean)) or 1.0
-    central = matrix @ (mean / norm)
-    picked: list[int] = []
-    closest = np.full(len(matrix), -1.0, dtype=np.float32)
-    share = math.ceil(k / len(set(groups))) if groups else k
-    taken: Counter[int] = Counter()
-    while len(picked) < min(k, len(matrix)):
-        score = MMR_LAMBDA * central - (1 - MMR_LAMBDA) * np.maximum(closest, 0)
-        score[picked] = -np.inf
-        if groups:
-            full = [i for i, g in enumerate(groups) if taken[g] >= share]
-            if len(full) < len(matrix) - len(picked):
-                score[full] = -np.inf
-        best = int(np.argmax(score))
-        picked.append(best)
-        if groups:
-            taken[groups[best]] += 1
-        closest = np.maximum(closest, matrix @ matrix[best])
-    return picked
-
-
-def central_passages(attachment_ids: list[int], k: int = CENTRAL_PASSAGES) -> list[Passage]:
-    """The `k` passages most central to these files, spread over them and over their
-    content, from the stored vectors (first window of each passage; tables left out). Files
-    without vectors: evenly spaced passages."""
     rows = list(
         ChunkVector.objects.filter(attachment_id__in=attachment_ids, window=0)
         .exclude(chunk__metadata__has_key="table")
@@ -218,24 +162,43 @@ def central_passages(attachment_ids: list[int], k: int = CENTRAL_PASSAGES) -> li
         .values_list("chunk_id", "attachment_id")
     )
     if len(rows) > MAX_VECTORS:
-        step = len(rows) / MAX_VECTORS
-        rows = [rows[int(i * step)] for i in range(MAX_VECTORS)]
+        rows = [rows[int(i * len(rows) / MAX_VECTORS)] for i in range(MAX_VECTORS)]
     if not rows:
-        ids = list(
-            DocumentChunk.objects.filter(attachment_id__in=attachment_ids)
-            .order_by("attachment_id", "index")
-            .values_list("pk", flat=True)
-        )
-        step = max(1, len(ids) // k)
-        return passages(ids[::step][:k])
-    vectors = dict(
-        ChunkVector.objects.filter(chunk_id__in=[pk for pk, _ in rows], window=0).values_list(
-            "chunk_id", "embedding"
-        )
+        return None
+    ids = [pk for pk, _ in rows]
+    found = dict(
+        ChunkVector.objects.filter(chunk_id__in=ids, window=0).values_list("chunk_id", "embedding")
     )
-    matrix = _matrix([vectors[pk] for pk, _ in rows])
-    groups = [attachment for _, attachment in rows] if len(attachment_ids) > 1 else None
-    return passages([rows[i][0] for i in mmr(matrix, k, groups)])
+    embedded = matrix([found[pk] for pk in ids])
+    centre = embedded.mean(axis=0) / (np.linalg.norm(embedded.mean(axis=0)) or 1.0)
+    return Vectors(ids, [a for _, a in rows], embedded, centre, embedded @ centre)
+
+
+def central_passages(
+    attachment_ids: list[int], k: int = CENTRAL_PASSAGES
+) -> tuple[list[Passage], list[Passage], Vectors | None]:
+    """The `k` passages most central to these files, spread over them and over their
+    content, none of them boilerplate (MMR among the more central half of each file: an outlier
+    is not central, however different it is); the TOPIC_POOL × k picked the same way (where key
+    phrases are looked for); the files' vectors."""
+    import numpy as np
+
+    found = vectors(attachment_ids)
+    if found is None:
+        return [], [], None
+    files = np.asarray(found.groups)
+    medians = {g: np.median(found.centrality[files == g]) for g in set(found.groups)}
+    rows = np.flatnonzero(found.centrality >= np.vectorize(medians.get)(files))
+    groups = [found.groups[i] for i in rows] if len(attachment_ids) > 1 else None
+    picked = [found.chunk_ids[rows[i]] for i in mmr(found.matrix[rows], TOPIC_POOL * k, groups)]
+    flagged = boilerplate_chunks(picked)
+    file_of = dict(zip(found.chunk_ids, found.groups, strict=True))
+    by_file: dict[int, list[int]] = {}
+    for pk in picked:
+        if pk not in flagged:
+            by_file.setdefault(file_of[pk], []).append(pk)
+    kept = [pk for turn in zip_longest(*by_file.values()) for pk in turn if pk]  # files in turn
+    return passages(kept[:k]), passages(kept), found
 
 
 def good_sentence(text: str) -> bool:
@@ -250,26 +213,31 @@ def good_sentence(text: str) -> bool:
     return 8 <= words <= 60 or (cjk >= 15 and len(text) <= 300)
 
 
-def candidate_sentences(chosen: list[Passage]) -> list[Sentence]:
+def candidate_sentences(chosen: list[Passage], per_passage: int = 0) -> list[Sentence]:
     """Quotable sentences of these passages that occur verbatim (up to whitespace) in their
     page's text, at most MAX_CANDIDATES spread over the passages."""
-    pages: dict[tuple[int, int], str] = {}
-    for attachment_id, number, text in DocumentPage.objects.filter(
-        attachment_id__in={p.attachment_id for p in chosen},
-        number__in={p.page for p in chosen},
-    ).values_list("attachment_id", "number", "text"):
-        pages[attachment_id, number] = quotable(text)
+    rows = DocumentPage.objects.filter(
+        attachment_id__in={p.attachment_id for p in chosen}, number__in={p.page for p in chosen}
+    ).values_list("attachment_id", "number", "text")
+    pages = {(attachment, number): quotable(text) for attachment, number, text in rows}
     out: list[Sentence] = []
-    per_passage = max(4, MAX_CANDIDATES // max(1, len(chosen)))
+    per_passage = per_passage or max(4, MAX_CANDIDATES // max(1, len(chosen)))
     for passage in chosen:
         page = pages.get((passage.attachment_id, passage.page), "")
-        found = [
-            Sentence(s, passage, i)
-            for i, s in enumerate(sentences(passage.text))
-            if good_sentence(s) and normalise(s) in page
-        ]
+        headings = [clean_heading(h) for h in passage.heading_path]
+        said = [_after_heading(s, headings) for s in sentences(passage.text)]
+        found = [Sentence(s, passage, i) for i, s in enumerate(said)
+                 if good_sentence(s) and normalise(s) in page]  # fmt: skip
         out += found[:per_passage]
     return out[:MAX_CANDIDATES]
+
+
+def _after_heading(sentence: str, headings: list[str]) -> str:
+    """A sentence without the heading it runs on from ("Preface This introduction …")."""
+    for heading in headings:
+        if sentence.startswith(heading + " "):
+            return sentence[len(heading) :].lstrip()
+    return sentence
 
 
 def central_sentences(chosen: list[Passage], count: int) -> list[Sentence]:
@@ -278,57 +246,51 @@ def central_sentences(chosen: list[Passage], count: int) -> list[Sentence]:
     candidates = candidate_sentences(chosen)
     if not candidates:
         return []
-    matrix = _matrix(get_embedder().embed([c.text for c in candidates]))
+    embedded = matrix(get_embedder().embed([c.text for c in candidates]))
     groups = [c.passage.attachment_id for c in candidates]
-    picked = [candidates[i] for i in mmr(matrix, count, groups if len(set(groups)) > 1 else None)]
+    picked = [candidates[i] for i in mmr(embedded, count, groups if len(set(groups)) > 1 else None)]
     order = {p.chunk_id: n for n, p in enumerate(chosen)}
     return sorted(picked, key=lambda s: (order[s.passage.chunk_id], s.position))
 
 
-def quoted(sentence: Sentence) -> dict[str, Any]:
+def lead(attachment: NoteAttachment, found: Vectors | None, count: int) -> list[Sentence]:
+    """The opening sentences of the document's own abstract or introduction: the first
+    section on its first pages of running prose (3+ sentences in its first two passages, most
+    of their text) that opens with a passage as central as the top quarter of them and not
+    boilerplate. [] when none is."""
+    import numpy as np
+
+    if found is None:
+        return []
+    centrality = dict(zip(found.chunk_ids, found.centrality.tolist(), strict=True))
+    floor = float(np.percentile(found.centrality, LEAD_CENTRALITY))
+    last = max(3, math.ceil(LEAD_PAGES * (attachment.page_count or 0)))
+    front = passages(list(DocumentChunk.objects.filter(
+        attachment=attachment, page_number__lte=last).values_list("pk", flat=True)))  # fmt: skip
+    for n, passage in enumerate(front):
+        if n and front[n - 1].heading_path == passage.heading_path:
+            continue  # not where a section starts
+        section = [p for p in front[n:] if p.heading_path == passage.heading_path][:2]
+        text = " ".join(" ".join(p.text.split()) for p in section)
+        said = sentences(text)
+        if len(said) < 3 or sum(map(len, said)) < PROSE_SHARE * len(text):
+            continue
+        if centrality.get(passage.chunk_id, -1.0) < floor or boilerplate_chunks([passage.chunk_id]):
+            continue
+        return candidate_sentences(section, per_passage=count)[:count]
+    return []
+
+
+def quoted(sentence: Sentence, *, lead: bool = False) -> dict[str, Any]:
+    """A summary sentence that is a quote; `lead`: of the document's own introduction."""
     p = sentence.passage
-    citation = {
-        "attachment_id": p.attachment_id,
-        "file": p.file,
-        "page": p.page,
-        "quote": sentence.text,
-    }
-    return {"text": sentence.text, "quoted": True, "citations": [citation]}
+    citation = {"attachment_id": p.attachment_id, "file": p.file, "page": p.page,
+                "quote": sentence.text}  # fmt: skip
+    return {"text": sentence.text, "quoted": True, "lead": lead, "citations": [citation]}
 
 
 def sentence_count(chunks: int) -> int:
     return 5 if chunks >= 20 else 4 if chunks >= 8 else 3
-
-
-# --- Topics
-
-
-def strip_numbering(heading: str) -> str:
-    return _NUMBERING.sub("", heading).strip()
-
-
-def topics(entries: list[dict[str, Any]], chosen: list[Passage], title: str) -> list[str]:
-    """Key topics: the shallowest headings of the outline (numbering stripped, not generic
-    ones such as "Contents" or "Index"), then the names and terms the central passages use
-    most (code, CamelCase names, acronyms)."""
-    out: list[str] = []
-    for level in (1, 2):
-        for entry in entries:
-            text = strip_numbering(str(entry["text"]))
-            if entry["level"] != level or not text or _GENERIC.match(text) or text == title:
-                continue
-            if text.casefold() not in {t.casefold() for t in out} and len(out) < MAX_TOPICS:
-                out.append(text)
-        if len(out) >= 3:
-            break
-    if len(out) < 3:
-        counts = Counter(t for p in chosen for t in key_terms(p.text))
-        for term, n in counts.most_common():
-            if len(out) >= MAX_TOPICS:
-                break
-            if n >= 2 and term.casefold() not in {t.casefold() for t in out}:
-                out.append(term)
-    return out[:MAX_TOPICS]
 
 
 # --- Suggested questions
@@ -336,78 +298,81 @@ def topics(entries: list[dict[str, Any]], chosen: list[Passage], title: str) -> 
 
 @dataclass
 class Question:
-    text: str
-    focus: str  # the words an answering passage must hold
-    coverage: float = FOCUS_COVERAGE
+    template: str  # a key of TEMPLATES, or "" for a question written out (a model's)
+    subject: str
+    coverage: float = 0.0  # a written-out question: share of its words the answer must hold
+
+    @property
+    def text(self) -> str:
+        """The question in English (what the API shows and the search is run with)."""
+        if not self.template:
+            return self.subject
+        return TEMPLATES[self.template] % {"subject": self.subject}
 
 
-def heading_questions(entries: list[dict[str, Any]], title: str) -> list[Question]:
-    """A question per section worth asking about, spread over the outline: its shallowest
-    levels first, every file's in turn."""
-    by_file: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for entry in entries:
-        if entry["level"] <= 2:
-            by_file[entry["attachment_id"]].append(entry)
-    queues: list[list[dict[str, Any]]] = []
-    for items in by_file.values():
-        items = sorted(items, key=lambda e: e["level"])  # stable: reading order within a level
-        queues.append(items[:: max(1, len(items) // 6)])
-    ordered: list[dict[str, Any]] = []
-    while queues:  # every file's in turn
-        ordered += [queue.pop(0) for queue in queues]
-        queues = [queue for queue in queues if queue]
-    out: list[Question] = []
-    for entry in ordered:
-        text = strip_numbering(str(entry["text"]))
-        if len(text) < 4 or _GENERIC.match(text) or text == title:
-            continue
-        if text.endswith("?"):
-            asked = text
-        elif _QUESTION_START.match(text):
-            asked = f"{text}?"
-        else:
-            asked = f"What does the section “{text}” explain?"
-        out.append(Question(asked, text))
-    return out
+def shown(question: dict[str, Any]) -> str:
+    """A stored suggested question in the reader's language."""
+    template = TEMPLATES.get(str(question.get("template") or ""))
+    return gettext(template) % {"subject": question["subject"]} if template else question["text"]
 
 
-def definition_questions(candidates: list[Sentence]) -> list[Question]:
-    """ "What is X?" for the sentences that define X ("X is a …")."""
-    out: list[Question] = []
-    for sentence in candidates:
-        match = _DEFINITION.match(sentence.text)
-        if not match:
-            continue
-        subject = match.group("subject").strip()
-        if subject.split()[0].casefold() in _PRONOUNS or len(subject) < 3:
-            continue
-        verb = "are" if sentence.text[match.end("subject") :].startswith(" are") else "is"
-        the = "the " if sentence.text.startswith("The ") else ""
-        out.append(Question(f"What {verb} {the}{subject}?", subject))
-    return out
+def section_questions(
+    entries: list[dict[str, Any]], title: str, found: Vectors | None
+) -> list[Question]:
+    """A question per section of the outline's first two levels, the sections whose heading
+    is closest to the sources' mean vector first, with diversity and every file in turn; not
+    the title nor the unnumbered lines of the first page (a subtitle, the authors)."""
+    wanted = {
+        e["text"]: e
+        for e in entries
+        if e["level"] <= 2 and e["text"] != title and (e["page"] > 1 or _NUMBERING.match(e["text"]))
+    }
+    sections = list(wanted.values())
+    if found is None or not sections:
+        return [Question("section", e["text"]) for e in sections]
+    rows = matrix(get_embedder().embed([_NUMBERING.sub("", e["text"]) for e in sections]))
+    groups = [e["attachment_id"] for e in sections]
+    order = mmr(rows, len(rows), groups if len(set(groups)) > 1 else None, centre=found.centre)
+    return [Question("section", sections[i]["text"]) for i in order]
+
+
+def _defined(question: Question, chunks: list[DocumentChunk]) -> set[int]:
+    """The chunks holding a whole sentence that names the phrase and is close to the question
+    in meaning (DEFINES): the answer to "What is meant by X?"."""
+    named = {(s, c.pk) for c in chunks for s in sentences(c.content)
+             if good_sentence(s) and question.subject.casefold() in s.casefold()}  # fmt: skip
+    if not named:
+        return set()
+    embedded = matrix(get_embedder().embed([question.text, *(s for s, _ in named)]))
+    close = embedded[1:] @ embedded[0] >= DEFINES
+    return {pk for (_, pk), yes in zip(named, close, strict=True) if yes}
 
 
 def answering_passage(user: User, question: Question, scope: Scope) -> dict[str, Any] | None:
-    """The passage that answers a suggested question, or None: among the first three hits of
-    the search the chat itself runs for it (hybrid, scoped to the guide's sources), the first
-    that holds at least `question.coverage` of the focus words (in its text or its heading
-    path) and at least one whole sentence (not a bare heading or a table)."""
-    wanted = terms(question.focus)
-    if not wanted:
-        return None
-    found = search(user=user, query=question.text, scope=scope, limit=3, rerank=False)
-    for hit in found.hits:
-        if hit.chunk is None:
-            continue
-        have = terms(hit.text) | terms(" ".join(hit.chunk.heading_path))
-        if len(wanted & have) / len(wanted) >= question.coverage and sentences(hit.text):
-            return {
-                "text": question.text,
-                "attachment_id": hit.chunk.attachment_id,
-                "file": hit.chunk.attachment.original_name,
-                "page": hit.chunk.page_number,
-                "chunk_id": hit.chunk.pk,
-            }
+    """The passage that answers a suggested question, or None: among the first three passages
+    of the search the chat itself runs for it (hybrid, scoped to the guide's sources) that are
+    not boilerplate, the first holding a whole sentence and the evidence its kind asks for: a
+    section question's heading above it, a definition (`_defined`), or `coverage` of a written
+    question's content words."""
+    found = search(user=user, query=question.text, scope=scope, limit=5, rerank=False)
+    chunks = [hit.chunk for hit in found.hits if hit.chunk is not None]
+    flagged = boilerplate_chunks(chunk.pk for chunk in chunks)
+    chunks = [chunk for chunk in chunks if chunk.pk not in flagged][:3]
+    defined = _defined(question, chunks) if question.template == "definition" else set()
+    wanted = terms(question.subject)
+    for chunk in chunks:
+        if question.template == "section":
+            evidence = question.subject in [clean_heading(h) for h in chunk.heading_path]
+        elif question.template == "definition":
+            evidence = chunk.pk in defined
+        else:
+            have = terms(chunk.content) | terms(" ".join(chunk.heading_path))
+            evidence = bool(wanted) and len(wanted & have) / len(wanted) >= question.coverage
+        if evidence and sentences(chunk.content):
+            return {"text": question.text, "template": question.template,
+                    "subject": question.subject, "attachment_id": chunk.attachment_id,
+                    "file": chunk.attachment.original_name, "page": chunk.page_number,
+                    "chunk_id": chunk.pk}  # fmt: skip
     return None
 
 
@@ -418,26 +383,20 @@ def verified_questions(
     alike, at most MAX_QUESTION_SEARCHES searches."""
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
-    searches = 0
     for question in candidates:
-        if len(out) >= limit or searches >= MAX_QUESTION_SEARCHES:
+        if len(out) >= limit or len(seen) >= MAX_QUESTION_SEARCHES:
             break
-        key = question.text.casefold()
-        if key in seen:
+        if question.text.casefold() in seen:
             continue
-        seen.add(key)
-        searches += 1
+        seen.add(question.text.casefold())
         answer = answering_passage(user, question, scope)
         if answer is not None:
             out.append(answer)
     return out
 
 
-MODEL_QUESTION_COVERAGE = 2 / 3
-
-
 def model_question(text: str) -> Question:
     """A question a model suggested: its own content words are the focus, and the answering
     passage must hold two thirds of them (more than the half the answerers ask of a sentence:
     "Who likes cheese?" shares "like" with many a passage)."""
-    return Question(text, text, max(ABSTAIN_COVERAGE, MODEL_QUESTION_COVERAGE))
+    return Question("", text, max(ABSTAIN_COVERAGE, 2 / 3))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -63,8 +63,6 @@ class ModelGuide:
     summary: list[dict[str, Any]]
     topics: list[str]
     questions: list[str]
-    dropped: int = 0  # summary sentences without a verified citation
-    sources: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _plain(text: str, limit: int) -> str:
@@ -88,15 +86,9 @@ def prompt(
         if used + cost > budget:
             break
         used += cost
-        sources.append(
-            {
-                "kind": "document",
-                "attachment_id": passage.attachment_id,
-                "file": passage.file,
-                "page": passage.page,
-                "chunk_id": passage.chunk_id,
-            }
-        )
+        sources.append({"kind": "document", "attachment_id": passage.attachment_id,
+                        "file": passage.file, "page": passage.page,
+                        "chunk_id": passage.chunk_id})  # fmt: skip
         file = passage.file.replace('"', "'")
         blocks.append(
             f'<source id="{len(sources)}" file="{file}" page="{passage.page}">\n{text}\n</source>'
@@ -112,14 +104,9 @@ def model_guide(
     if not settings.CHAT_MODEL or not chosen:
         return None
     user, sources = prompt(title, outline, chosen)
-    reply = structured_call(
-        name=NAME,
-        system=SYSTEM,
-        user=user,
-        model=_Reply,
-        max_tokens=MAX_TOKENS,
-        timeout=float(settings.GUIDE_LLM_TIMEOUT),
-    )
+    reply = structured_call(name=NAME, system=SYSTEM, user=user, model=_Reply,
+                            max_tokens=MAX_TOKENS,
+                            timeout=float(settings.GUIDE_LLM_TIMEOUT))  # fmt: skip
     if reply is None:
         return None
     summary: list[dict[str, Any]] = []
@@ -134,15 +121,8 @@ def model_guide(
         if not shown or len(summary) >= MAX_SUMMARY:
             dropped += 1
             continue
-        citations = [
-            {
-                "attachment_id": c["attachment_id"],
-                "file": c["file"],
-                "page": c["page"],
-                "quote": c["quote"],
-            }
-            for c in shown
-        ]
+        keys = ("attachment_id", "file", "page", "quote")
+        citations = [{key: c[key] for key in keys} for c in shown]
         summary.append({"text": text, "quoted": False, "citations": citations})
     if dropped:
         logger.info("%s: %s sentence(s) without a verified citation dropped", NAME, dropped)
@@ -151,7 +131,7 @@ def model_guide(
         return None
     topics = list(dict.fromkeys(t for t in (_plain(t, MAX_TOPIC_CHARS) for t in reply.topics) if t))
     questions = [q for q in (_plain(q, MAX_QUESTION_CHARS) for q in reply.questions) if q]
-    return ModelGuide(summary, topics[:6], questions[:6], dropped, sources)
+    return ModelGuide(summary, topics[:6], questions[:6])
 
 
 _QUESTION_MARK = re.compile(r"[?？]$")

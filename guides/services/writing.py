@@ -10,6 +10,7 @@ import contextlib
 import logging
 import time
 from datetime import timedelta
+from itertools import zip_longest
 from typing import Any
 
 from django.conf import settings
@@ -22,6 +23,7 @@ from attachments.models import NoteAttachment
 from guides.models import Guide
 from guides.services import content
 from guides.services.model import as_question, model_guide
+from guides.services.phrases import MAX_TOPICS, key_phrases
 from guides.services.scheduling import (
     enqueue_guide,
     notebook_fingerprint,
@@ -91,11 +93,7 @@ def guide_write(*, guide_id: int, token: int) -> None:
     guide.refresh_from_db()
     run = _Run(guide)
     try:
-        if guide.attachment is not None:
-            fields = build_source(run, guide.attachment)
-        else:
-            fields = build_notebook(run, guide)
-        run.end(status=Status.READY, ready_at=timezone.now(), **{"error": "", **fields})
+        run.end(status=Status.READY, ready_at=timezone.now(), **build(run, guide))
     except Superseded:
         logger.info("guide %s run %s was superseded; stopping", guide_id, token)
     except EmbeddingError as exc:
@@ -131,89 +129,58 @@ def _retry_later(run: _Run, reason: str) -> None:
         enqueue_guide(run.guide.pk, run.token, due)
 
 
-def _common(
-    run: _Run,
-    title: str,
-    entries: list[dict[str, Any]],
-    chosen: list[content.Passage],
-    chunk_total: int,
-    scope: Scope,
-    user: Any,
-) -> dict[str, Any]:
-    """Summary, topics and questions: the model's (verified) when it answers, else offline;
-    `error` says when the owner's model-call budget kept the model out."""
-    written, note = None, ""
-    if settings.CHAT_MODEL and chosen:
-        if model_budget.spend(user_id=user.pk, feature="guide"):
-            written = model_guide(title, entries, chosen)
-        else:
-            note = BUDGET_SPENT
-    run.beat("model")
-    candidates: list[content.Question] = []
-    if written is not None:
-        candidates += [content.model_question(as_question(q)) for q in written.questions]
-        summary, topics = written.summary, written.topics
-        generator, model = Guide.Generator.LLM, settings.CHAT_MODEL
-        sentences: list[content.Sentence] = []
+def build(run: _Run, guide: Guide) -> dict[str, Any]:
+    """A guide to one PDF, or to every ready PDF of a notebook (outline: each file's first two
+    levels; an empty guide while it has none). Summary, topics and questions are the model's
+    (verified) when it answers, else offline: a source's own introduction, else the central
+    sentences (guides.services.content). `error` says when the owner's model-call budget kept
+    the model out."""
+    source = guide.attachment
+    if source is not None:
+        wanted, files = source_fingerprint(source), [source]
+        scope, owner = Scope(attachment_ids=[source.pk]), source.note.notebook.owner
+        entries = content.outline(files)
+        title, k = content.title_of(source, entries), content.CENTRAL_PASSAGES
     else:
-        sentences = content.central_sentences(chosen, content.sentence_count(chunk_total))
-        run.beat("central")
-        summary = [content.quoted(s) for s in sentences]
-        topics = []
-        generator, model = Guide.Generator.OFFLINE, ""
-    if len(topics) < 3:
-        topics = list(dict.fromkeys([*topics, *content.topics(entries, chosen, title)]))[:6]
-    candidates += content.definition_questions(sentences)
-    candidates += content.heading_questions(entries, title)
-    questions = content.verified_questions(user, candidates, scope)
+        notebook = guide.notebook
+        wanted = notebook_fingerprint(notebook_id=notebook.pk)
+        files = list(notebook_sources(notebook_id=notebook.pk))
+        scope, owner = Scope(notebook_id=notebook.pk, include_notes=False), notebook.owner
+        limit = max(8, content.MAX_OUTLINE // max(1, len(files)))
+        entries = content.outline(files, levels=2, limit=limit)
+        title, k = notebook.title, max(10, 2 * len(files))
+    sources = [{"attachment_id": a.pk, "file": a.original_name} for a in files]
+    out: dict[str, Any] = {"title": title, "outline": entries, "sources": sources,
+                           "built_from": wanted, "generator": Guide.Generator.OFFLINE,
+                           "model": "", "error": ""}  # fmt: skip
+    if not files:
+        return {**out, "summary": [], "topics": [], "questions": []}
+    passages, pool, found = content.central_passages([a.pk for a in files], k=k)
+    run.beat("passages")
+    written = None
+    if settings.CHAT_MODEL and passages:
+        if model_budget.spend(user_id=owner.pk, feature="guide"):
+            written = model_guide(title, entries, passages)
+        else:
+            out["error"] = BUDGET_SPENT
+    run.beat("model")
+    phrases = key_phrases([p.text for p in pool], found.centre, exclude=[title]) if found else []
+    asked: list[content.Question] = []
+    if written is not None:
+        asked += [content.model_question(as_question(q)) for q in written.questions]
+        out.update(summary=written.summary, topics=written.topics,
+                   generator=Guide.Generator.LLM, model=settings.CHAT_MODEL)  # fmt: skip
+    else:
+        count = content.sentence_count(sum(a.chunk_count for a in files))
+        lead = content.lead(source, found, count) if source else []
+        said = lead or content.central_sentences(passages, count)
+        out.update(summary=[content.quoted(s, lead=bool(lead)) for s in said], topics=[])
+    run.beat("central")
+    if len(out["topics"]) < 3:
+        out["topics"] = list(dict.fromkeys([*out["topics"], *phrases]))[:MAX_TOPICS]
+    sections = content.section_questions(entries, title, found)
+    defined = [content.Question("definition", phrase) for phrase in phrases]
+    asked += [q for pair in zip_longest(sections, defined) for q in pair if q is not None]
+    out["questions"] = content.verified_questions(owner, asked, scope)
     run.beat("questions")
-    return {
-        "summary": summary,
-        "topics": topics,
-        "questions": questions,
-        "generator": generator,
-        "model": model,
-        "error": note,
-    }
-
-
-def build_source(run: _Run, attachment: NoteAttachment) -> dict[str, Any]:
-    """A guide to one PDF (see guides.services.content)."""
-    wanted = source_fingerprint(attachment)
-    entries = content.outline([attachment])
-    title = content.title_of(attachment, entries)
-    chosen = content.central_passages([attachment.pk])
-    run.beat("passages")
-    scope = Scope(attachment_ids=[attachment.pk])
-    user = attachment.note.notebook.owner
-    fields = _common(run, title, entries, chosen, attachment.chunk_count, scope, user)
-    sources = [{"attachment_id": attachment.pk, "file": attachment.original_name}]
-    return {**fields, "title": title, "outline": entries, "sources": sources, "built_from": wanted}
-
-
-def build_notebook(run: _Run, guide: Guide) -> dict[str, Any]:
-    """The same over every ready PDF of the notebook (outline: each file's first two
-    levels); an empty guide while it has none."""
-    notebook = guide.notebook
-    wanted = notebook_fingerprint(notebook_id=notebook.pk)
-    attachments = list(notebook_sources(notebook_id=notebook.pk))
-    sources = [{"attachment_id": a.pk, "file": a.original_name} for a in attachments]
-    base = {"title": notebook.title, "sources": sources, "built_from": wanted}
-    if not attachments:
-        return {
-            **base,
-            "summary": [],
-            "topics": [],
-            "outline": [],
-            "questions": [],
-            "generator": Guide.Generator.OFFLINE,
-            "model": "",
-        }
-    per_file = max(8, content.MAX_OUTLINE // len(attachments))
-    entries = content.outline(attachments, levels=2, limit=per_file)
-    chosen = content.central_passages([a.pk for a in attachments], k=max(10, 2 * len(attachments)))
-    run.beat("passages")
-    scope = Scope(notebook_id=notebook.pk, include_notes=False)
-    total = sum(a.chunk_count for a in attachments)
-    fields = _common(run, notebook.title, entries, chosen, total, scope, notebook.owner)
-    return {**base, **fields, "outline": entries}
+    return out

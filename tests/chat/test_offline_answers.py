@@ -71,6 +71,11 @@ def ask_notes(user, notes: list[tuple[str, str]], question: str) -> Message:
     return done
 
 
+def ask_a_note(user, title: str, body: str, question: str) -> Message:
+    """Ask `question` in a notebook chat whose only source is one note."""
+    return ask_notes(user, [(title, body)], question)
+
+
 def page_passage(user, text: str, *, running: list[list[int]] | None = None) -> dict:
     """A document passage whose page holds `text` (a chunk covering the whole page)."""
     notebook = NotebookFactory.create(owner=user, title="Pages")

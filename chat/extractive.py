@@ -39,6 +39,7 @@ from chat.sentence_vectors import similarities
 from chat.tools import ToolContext
 from notebook.embeddings import get_embedder
 from notebook.textutil import clip
+from search.boilerplate import boilerplate_chunks
 
 __all__ = ["ExtractiveAnswerer", "abstention", "words"]
 logger = logging.getLogger(__name__)
@@ -90,17 +91,24 @@ class ExtractiveAnswerer:
         results = yield from search_first(question, context)
         passages = [p for result in results for p in result.passages]
         evidence = weigh(question, passages, context)
-        unit = _best_unit(question, evidence, passages) if evidence.supported else None
+        # Licence, copyright, contents and index text answers only when nothing else does.
+        aside = boilerplate_chunks(int(p["chunk_id"]) for p in passages if p.get("chunk_id"))
+        apart = {int(p["n"]) for p in passages if p.get("chunk_id") in aside}
+        unit = None
+        if evidence.supported:
+            unit = _best_unit(question, evidence, passages, apart) or _best_unit(
+                question, evidence, passages
+            )
         if unit is None:
             yield from words(abstention(evidence))
             yield Finished(
                 confidence="low",
                 abstained=True,
-                related=_related(evidence, passages, None, strong=False),
+                related=_related(evidence, passages, None, strong=False, apart=apart),
             )
             return
         yield from words(f"{escape(_frame(unit.passage))} [{unit.n}]\n\n{render(unit)}")
-        related = _related(evidence, passages, unit, strong=True)
+        related = _related(evidence, passages, unit, strong=True, apart=apart)
         yield Finished(
             confidence=_confidence(evidence.best),
             follow_ups=_follow_ups(question, unit, related),
@@ -110,16 +118,22 @@ class ExtractiveAnswerer:
         )
 
 
-def _best_unit(question: str, evidence: Evidence, passages: list[dict[str, Any]]) -> Unit | None:
+def _best_unit(
+    question: str,
+    evidence: Evidence,
+    passages: list[dict[str, Any]],
+    apart: set[int] | frozenset[int] = frozenset(),
+) -> Unit | None:
     """Of the units that hold the best few sentences (each from another place), the one that
     answers best as a whole: its best sentence's score, and the whole unit's closeness to
     the question in meaning and in words (the answer is often the sentence after the one that
-    restates the question, or the code a lead-in introduces)."""
+    restates the question, or the code a lead-in introduces). Passages numbered in `apart`
+    are left out."""
     units: list[tuple[Candidate, Unit]] = []
     for candidate in evidence.ranked:
         if len(units) == CANDIDATE_UNITS or candidate.score < evidence.ranked[0].score * UNIT_FLOOR:
             break
-        if any(candidate.text in unit.text for _, unit in units):
+        if candidate.n in apart or any(candidate.text in unit.text for _, unit in units):
             continue
         unit = grow(candidate, evidence, passages)
         if unit is not None:
@@ -170,7 +184,12 @@ def _confidence(best: Candidate | None) -> str:
 
 
 def _related(
-    evidence: Evidence, passages: list[dict[str, Any]], unit: Unit | None, *, strong: bool
+    evidence: Evidence,
+    passages: list[dict[str, Any]],
+    unit: Unit | None,
+    *,
+    strong: bool,
+    apart: set[int],
 ) -> list[dict[str, Any]]:
     """Further passages, one per place (file and page, or note), best first: beside an
     answer those whose best sentence is itself evidence (`strong`), beside an abstention the
@@ -184,7 +203,7 @@ def _related(
         if len(out) == RELATED:
             break
         passage = by_n.get(candidate.n)
-        if passage is None or _place(passage) in seen:
+        if passage is None or _place(passage) in seen or candidate.n in apart:
             continue
         if unit is not None and candidate.text in unit.text:
             continue
@@ -226,6 +245,3 @@ def _follow_ups(question: str, unit: Unit, related: list[dict[str, Any]]) -> lis
         if len(out) == FOLLOW_UPS:
             break
     return [_("What does the section “%(section)s” say?") % {"section": h} for h in out]
-
-
-_real_heading = real_heading  # guides still imports this name; it moves to guides

@@ -23,6 +23,7 @@ from django.conf import settings
 from chat.citations import MARKER
 from chat.sentence_vectors import embed_weighed, similarities
 from notebook.embeddings import get_embedder, warming_up
+from notebook.language import detect_language
 from notebook.markdown import plain_text
 from notebook.textutil import cjk_ratio, unhyphenated
 from search.texts import STOP_WORDS, content_terms
@@ -70,14 +71,51 @@ def key_terms(question: str) -> list[str]:
     return [t for t in dict.fromkeys(found) if len(t) >= 3]
 
 
-def salient_terms(question: str) -> list[str]:
+# A word opening in a capital inside a sentence (not after . ! ? : or a quote or bracket that
+# opens one): "Peru", "Docker", "Kalythos".
+_CAPITALISED = re.compile(r"(?<![.!?:;\"“(]\s)(?<!^)(?<=\s)([A-Z][a-z]{2,}(?:-[A-Z][a-z]+)*)\b")
+# A language whose running text capitalises fewer of its words inside sentences than this
+# writes names so and common words in lower case. Measured on the evaluation manuals'
+# passages: English ones 0.03-0.11 (median per passage), German ones, which capitalise every
+# noun, 0.18-0.27.
+NAME_CAPITALS = 0.15
+MIN_HABIT_WORDS = 200  # words of text in the question's language needed to tell its habit
+
+
+def salient_terms(question: str, texts: list[str] | None = None) -> list[str]:
     """What a question names that its sources must contain to answer it: key terms (code,
-    CamelCase, long acronyms). A short acronym (PDF, CSV, SQL) names a format or a field more
-    often than the subject; the documents may well answer without spelling it out."""
-    return [t for t in key_terms(question) if not re.fullmatch(r"[A-Z]{3,4}", t)]
+    CamelCase, long acronyms) and, where its language writes only names with a capital,
+    capitalised words inside its sentences. Whether it does is read from `texts` in the
+    question's language (the passages found): how many of their words inside a sentence open
+    in a capital. A short acronym (PDF, CSV, SQL) names a format or a field more often than
+    the subject; the documents may well answer without spelling it out."""
+    found = [t for t in key_terms(question) if not re.fullmatch(r"[A-Z]{3,4}", t)]
+    if texts and capitalises_names_only(question, texts):
+        names = [m.group(1) for m in _CAPITALISED.finditer(question)]
+        found += [n for n in names if not any(n in t for t in found)]
+    return list(dict.fromkeys(found))
 
 
-def absent_key_terms(question: str, context: ToolContext) -> list[str]:
+def capitalises_names_only(question: str, texts: list[str]) -> bool:
+    """Whether the question's language, as the texts in it show, capitalises few words inside
+    sentences (so that a capitalised word there is a name)."""
+    language = detect_language(question)
+    if not language or cjk_ratio(question) > 0.1:
+        return False
+    inside = capitals = 0
+    for text in texts:
+        if detect_language(text) != language:
+            continue
+        for sentence in re.split(r"(?<=[.!?:;])\s+|\n\s*\n", text):
+            words = re.findall(r"[^\W\d_]+", sentence)[1:]
+            inside += len(words)
+            capitals += sum(word[:1].isupper() for word in words)
+    return inside >= MIN_HABIT_WORDS and capitals / inside < NAME_CAPITALS
+
+
+def absent_key_terms(
+    question: str, context: ToolContext, texts: list[str] | None = None
+) -> list[str]:
     """Salient terms of the question that occur nowhere in the chat's sources (as their text
     search configuration stems and folds them). A question about `devtools::install_github()`,
     MusicXML or Peru cannot be answered by sources that never say so, however similar their
@@ -87,7 +125,7 @@ def absent_key_terms(question: str, context: ToolContext) -> list[str]:
     scope = context.scope()
     return [
         term
-        for term in salient_terms(question)
+        for term in salient_terms(question, texts)
         if not phrase_occurs(user=context.user, phrase=term, scope=scope)
     ]
 
@@ -232,7 +270,7 @@ def weigh(question: str, passages: list[dict[str, Any]], context: ToolContext) -
     """Score every sentence of `passages` (each with its citation number `n`) against the
     question; the check for names the sources lack runs first and, when it fails, nothing is
     embedded."""
-    missing = absent_key_terms(question, context)
+    missing = absent_key_terms(question, context, [readable(p) for p in passages])
     if missing:
         return Evidence(missing=missing)
     candidates: list[Candidate] = []

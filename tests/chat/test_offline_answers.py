@@ -312,6 +312,28 @@ def test_names_are_code_camel_case_and_long_acronyms_not_capitalised_words():
     assert salient_terms("Can I save it as a PDF?") == []
 
 
+ENGLISH = (
+    "The package reads a file into a data frame. Each line of the file holds one record, and "
+    "the fields of a record are separated by commas or by white space. "
+) * 12
+GERMAN = (
+    "Das Paket liest eine Datei in eine Tabelle ein. Jede Zeile der Datei enthält einen "
+    "Datensatz, und die Felder eines Datensatzes werden durch Kommas getrennt. "
+) * 12
+
+
+def test_a_capitalised_word_is_a_name_where_the_sources_language_capitalises_only_names():
+    """Whether a language writes common words in lower case is read from the passages in it:
+    English text capitalises few words inside sentences, German every noun."""
+    assert salient_terms("How do I run the package inside Docker containers?", [ENGLISH]) == [
+        "Docker"
+    ]
+    assert salient_terms("Wie lese ich eine Datei mit Semikolons als Trennzeichen ein?",
+                         [GERMAN]) == []  # fmt: skip
+    # Without text in the question's language there is no telling: only code and CamelCase.
+    assert salient_terms("How do I run the package inside Docker containers?", [GERMAN]) == []
+
+
 def test_citations_are_numbered_in_order_of_first_use_without_repeats(url_note):
     done = answer(url_note, QUESTION)
     numbers = [c["n"] for c in done.citations]

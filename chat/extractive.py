@@ -64,9 +64,9 @@ def abstention(evidence: Evidence, searched: list[str] | None = None) -> str:
             "term": evidence.missing[0]
         }
     text = escape(text)
-    if searched:
-        done = "; ".join(searched)
-        text += f"\n\n*{escape(done)}*"
+    if searched:  # the tools' own summaries, in English like every tool call's
+        done = ", ".join(s.replace("Searching", "searched", 1) for s in searched)
+        text += f"\n\n*{escape(f'I {done}.')}*"
     return text
 
 

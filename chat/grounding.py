@@ -284,7 +284,7 @@ def weigh(question: str, passages: list[dict[str, Any]], context: ToolContext) -
         for position, sentence in enumerate(passage_sentences(p)):
             candidates.append(Candidate(int(p["n"]), rank, position, sentence))
             chunks.append(chunk)
-            context_terms.append(str(p.get("heading") or ""))
+            context_terms.append(str(p.get("heading") or p.get("note_title") or ""))
             languages.append(str(p.get("language") or ""))
     if not candidates:
         return Evidence()
@@ -351,7 +351,12 @@ def passage_sentences(passage: dict[str, Any], *, every: bool = False) -> list[s
     and those mostly of digits too (what an answer may cite, chat.claims)."""
     limits = (1, 0.0) if every else (MIN_SENTENCE_CHARS, 0.5)
     if passage.get("kind") == "note":
-        return [s for line in readable(passage).splitlines() for s in sentences(line, *limits)]
+        # A note has no page furniture: every line of its text counts, however short; its
+        # title is the heading its sentences are read under (`weigh`), not one of them.
+        lines = readable(passage).splitlines()
+        if lines and lines[0] == passage.get("note_title"):
+            lines = lines[1:]
+        return [s for line in lines for s in sentences(line, 1, limits[1])]
     return sentences(readable(passage), *limits)
 
 

@@ -85,7 +85,7 @@ def test_it_abstains_when_the_sources_do_not_answer(alice, library):
     answer, _ = ask(conversation, "What is the boiling point of liquid nitrogen in Kelvin?")
     assert answer.metadata["abstained"] is True
     assert answer.citations == []
-    assert "don't seem to contain an answer" in answer.content
+    assert "can't answer this" in answer.content or "don't seem to answer this" in answer.content
     assert answer.confidence == "low"
 
 

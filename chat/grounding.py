@@ -24,10 +24,9 @@ from chat import answer_types
 from chat.citations import MARKER
 from chat.sentence_vectors import embed_weighed, similarities
 from notebook.embeddings import get_embedder, warming_up
-from notebook.language import detect_language
+from notebook.language import content_terms, detect_language, language_of, split_sentences
 from notebook.markdown import plain_text
 from notebook.textutil import cjk_ratio, unhyphenated
-from search.texts import STOP_WORDS, content_terms
 
 if TYPE_CHECKING:
     from chat.events import Event
@@ -72,19 +71,6 @@ _SIGNPOST = re.compile(
     r")",
     re.IGNORECASE,
 )
-# A full stop ends a sentence, except between initials ("W. N. Venables"), before a name
-# closing a bracket ("(Donald E. Knuth)") and after a common abbreviation ("e.g. Section
-# 2", "z.B. Noten", "Fig. 3"). ("… in R. The …" ends one: R is a name of its own.)
-_NOT_AN_END = "".join(
-    rf"(?<!{re.escape(a)})"
-    for a in (" e.g.", " i.e.", " cf.", " vs.", " Fig.", " Sec.", " No.", " Dr.", " Prof.",
-              " z.B.", " d.h.", " bzw.", " u.a.", " ca.", " bl.a.", " f.eks.", " dvs.")
-)  # fmt: skip
-_SENTENCE_END = re.compile(
-    rf"(?<=[.!?])(?<![A-Z]\.\s[A-Z]\.){_NOT_AN_END}\s+(?![A-Z]\.\s|[A-Z][a-z]+\))"
-    r"(?=[\"'(\[A-Z0-9\u00C0-\u024F])|(?<=[。！？；])"
-)
-_STOP = STOP_WORDS
 logger = logging.getLogger(__name__)
 
 
@@ -158,9 +144,10 @@ class Candidate:
         return 0.6 * self.similarity + 0.4 * self.coverage + 0.05 / (1 + self.rank) + bonus
 
 
-def terms(text: str) -> set[str]:
-    """The content words of a text, stemmed (Chinese cut into words with jieba)."""
-    return set(content_terms(text))
+def terms(text: str, language: str | None = None) -> set[str]:
+    """The content words of a text, stemmed (Chinese cut into words with jieba), in
+    `language` (default: the text's own; texts compared need the same, see content_terms)."""
+    return set(content_terms(text, language))
 
 
 _NUMBERED_HEADING = re.compile(r"^\s*\d+(?:\.\d+)*\.?\s+\S.{0,70}$")
@@ -209,12 +196,16 @@ def _fragment(line: str, before: str, following: str) -> bool:
 
 
 def sentences(
-    text: str, min_chars: int = MIN_SENTENCE_CHARS, letters_share: float = 0.5
+    text: str,
+    min_chars: int = MIN_SENTENCE_CHARS,
+    letters_share: float = 0.5,
+    language: str | None = None,
 ) -> list[str]:
     """Sentences of a passage, whitespace collapsed and words cut at line ends whole again
     ("com- mands" read "commands"); headings kept apart from the sentence after them
     (numbered ones, "5.2 Changing linebreaks", and paragraphs that are titles, "Package
-    Option: hyphens"); list markers and page furniture dropped."""
+    Option: hyphens"); list markers and page furniture dropped. Cut by the rules of
+    `language` (default: the passage's own, notebook.language.split_sentences)."""
     blocks: list[str] = []
     current: list[str] = []
     paragraphs = re.split(r"\n[ \t]*\n", unhyphenated(text))
@@ -240,24 +231,24 @@ def sentences(
             else:
                 current.append(line)
     blocks.append(" ".join(current))
+    if language is None:
+        language = detect_language(text)
     out = []
-    for piece in (p for block in blocks for p in _SENTENCE_END.split(" ".join(block.split()))):
-        piece = piece.strip()
-        letters = sum(ch.isalpha() for ch in piece)
-        if min_chars <= len(piece) <= MAX_SENTENCE_CHARS and letters >= len(piece) * letters_share:
-            out.append(piece)
+    for block in (" ".join(b.split()) for b in blocks):
+        for start, end in split_sentences(block, language):
+            piece = block[start:end]
+            letters = sum(ch.isalpha() for ch in piece)
+            long_enough = min_chars <= len(piece) <= MAX_SENTENCE_CHARS
+            if long_enough and letters >= len(piece) * letters_share:
+                out.append(piece)
     return out
 
 
-def sentence_bounds(text: str) -> list[tuple[int, int]]:
+def sentence_bounds(text: str, language: str | None = None) -> list[tuple[int, int]]:
     """Where `sentences` would cut one block of text, as (start, end) offsets into it; nothing
-    dropped or rejoined (an answer's sentences keep their place, chat.claims)."""
-    bounds, start = [], 0
-    for match in _SENTENCE_END.finditer(text):
-        bounds.append((start, match.start()))
-        start = match.end()
-    bounds.append((start, len(text)))
-    return bounds
+    dropped or rejoined but the whitespace between them (an answer's sentences keep their
+    place, chat.claims). In `language` (default: the text's own)."""
+    return split_sentences(text, detect_language(text) if language is None else language)
 
 
 @dataclass
@@ -350,13 +341,15 @@ def passage_sentences(passage: dict[str, Any], *, every: bool = False) -> list[s
 
 def backing_sentence(claim: str, source_text: str) -> str | None:
     """The sentence of a source that shares the most content words with `claim` (an answer's
-    sentence citing that source), if it shares at least BACKING_COVERAGE of them."""
-    wanted = terms(claim)
+    sentence citing that source), if it shares at least BACKING_COVERAGE of them. Both are
+    read in the source's language: stemmed alike, or their words never meet."""
+    language = language_of(source_text)
+    wanted = terms(claim, language)
     if not wanted:
         return None
     best, best_share = None, 0.0
-    for sentence in sentences(source_text):
-        share = len(wanted & terms(sentence)) / len(wanted)
+    for sentence in sentences(source_text, language=language):
+        share = len(wanted & terms(sentence, language)) / len(wanted)
         if share > best_share:
             best, best_share = sentence, share
     return best if best_share >= BACKING_COVERAGE else None

@@ -39,6 +39,7 @@ from chat.citations import MARKER
 from chat.grounding import passage_sentences, sentence_bounds, terms
 from chat.sentence_vectors import embed_texts, similarities
 from notebook.embeddings import get_embedder, warming_up
+from notebook.language import language_of
 from notebook.markdown import block_lines, plain_text
 
 logger = logging.getLogger(__name__)
@@ -160,14 +161,14 @@ def _after_colons(text: str, a: int, b: int) -> list[tuple[int, int]]:
     return [*out, (a, b)]
 
 
-def _claims_something(claim: Claim) -> bool:
+def _claims_something(claim: Claim, language: str) -> bool:
     said = plain_text(MARKER.sub("", claim.text)).strip()
     if not said or said.endswith(("?", "？", "!", "！")):
         return False
     # A lead-in ("The documents say:") claims something only when it says more than that
     # ("The package offers three options for line breaks:").
     lead_in = said.endswith((":", "："))
-    return len(terms(said)) >= MIN_CLAIM_TERMS + (1 if lead_in else 0)
+    return len(terms(said, language)) >= MIN_CLAIM_TERMS + (1 if lead_in else 0)
 
 
 @dataclass
@@ -179,14 +180,14 @@ class _Span:
     pair: bool = False  # sentences in a row
 
 
-def _spans(n: int, source: dict[str, Any]) -> list[_Span]:
+def _spans(n: int, source: dict[str, Any], language: str) -> list[_Span]:
     """A passage's sentences, and runs of RUNS of them in a row."""
     chunk = int(source["chunk_id"]) if source.get("kind") == "document" else None
     # A passage too short to hold a sentence (a note of one line) is a span of its own.
     found = passage_sentences(source, every=True) or [" ".join(str(source.get("text", "")).split())]
     runs = [" ".join(found[i : i + k]) for k in RUNS for i in range(len(found) - k + 1)]
-    return [_Span(n, text, chunk, terms(text)) for text in found] + [
-        _Span(n, text, chunk, terms(text), pair=True) for text in runs
+    return [_Span(n, text, chunk, terms(text, language)) for text in found] + [
+        _Span(n, text, chunk, terms(text, language), pair=True) for text in runs
     ]
 
 
@@ -195,8 +196,11 @@ def judge(content: str, sources: Sequence[dict[str, Any]]) -> list[Claim]:
     judged against the passages it cites (`sources[n - 1]`), or all of them when it cites
     none."""
     claims = segments(content)
+    # One language for the answer and its passages, theirs: words stemmed by different
+    # stemmers never meet.
+    language = language_of(" ".join(str(s.get("text", "")) for s in sources) or content)
     spans: dict[int, list[_Span]] = {
-        n: _spans(n, source) for n, source in enumerate(sources, start=1)
+        n: _spans(n, source, language) for n, source in enumerate(sources, start=1)
     }
     # Rarity of each word among the passages' sentences (the pairs would count it twice).
     singles = [s.terms for n in spans for s in spans[n] if not s.pair]
@@ -212,10 +216,10 @@ def judge(content: str, sources: Sequence[dict[str, Any]]) -> list[Claim]:
     # Candidates of each judged claim: the spans best in words, to be compared in meaning.
     candidates: dict[int, list[tuple[_Span, float]]] = {}
     for i, claim in enumerate(claims):
-        if not _claims_something(claim):
+        if not _claims_something(claim, language):
             claim.judged = False
             continue
-        wanted = terms(plain_text(MARKER.sub("", claim.text)))
+        wanted = terms(plain_text(MARKER.sub("", claim.text)), language)
         full = sum(weight(t) for t in wanted) or 1.0
         pool = [s for n in (claim.cites or list(spans)) for s in spans.get(n, [])]
         scored = sorted(

@@ -23,10 +23,9 @@ from django.conf import settings
 from chat.citations import MARKER
 from chat.sentence_vectors import embed_weighed, similarities
 from notebook.embeddings import get_embedder, warming_up
-from notebook.language import detect_language
+from notebook.language import content_terms, detect_language, language_of, split_sentences
 from notebook.markdown import plain_text
 from notebook.textutil import cjk_ratio, unhyphenated
-from search.texts import STOP_WORDS, content_terms
 
 if TYPE_CHECKING:
     from chat.events import Event
@@ -40,19 +39,6 @@ ABSTAIN_COVERAGE = 0.5
 # A sentence of the cited source backs an answer's sentence when it shares at least this
 # share of that sentence's content words (used when a model cites [n] without a quote).
 BACKING_COVERAGE = 0.5
-# A full stop ends a sentence, except between initials ("W. N. Venables"), before a name
-# closing a bracket ("(Donald E. Knuth)") and after a common abbreviation ("e.g. Section
-# 2", "z.B. Noten", "Fig. 3"). ("… in R. The …" ends one: R is a name of its own.)
-_NOT_AN_END = "".join(
-    rf"(?<!{re.escape(a)})"
-    for a in (" e.g.", " i.e.", " cf.", " vs.", " Fig.", " Sec.", " No.", " Dr.", " Prof.",
-              " z.B.", " d.h.", " bzw.", " u.a.", " ca.", " bl.a.", " f.eks.", " dvs.")
-)  # fmt: skip
-_SENTENCE_END = re.compile(
-    rf"(?<=[.!?])(?<![A-Z]\.\s[A-Z]\.){_NOT_AN_END}\s+(?![A-Z]\.\s|[A-Z][a-z]+\))"
-    r"(?=[\"'(\[A-Z0-9\u00C0-\u024F])|(?<=[。！？；])"
-)
-_STOP = STOP_WORDS
 logger = logging.getLogger(__name__)
 
 
@@ -144,9 +130,10 @@ class Candidate:
         return 0.6 * self.similarity + 0.4 * self.coverage + 0.05 / (1 + self.rank)
 
 
-def terms(text: str) -> set[str]:
-    """The content words of a text, stemmed (Chinese cut into words with jieba)."""
-    return set(content_terms(text))
+def terms(text: str, language: str | None = None) -> set[str]:
+    """The content words of a text, stemmed (Chinese cut into words with jieba), in
+    `language` (default: the text's own; texts compared need the same, see content_terms)."""
+    return set(content_terms(text, language))
 
 
 _NUMBERED_HEADING = re.compile(r"^\s*\d+(?:\.\d+)*\.?\s+\S.{0,70}$")
@@ -195,12 +182,16 @@ def _fragment(line: str, before: str, following: str) -> bool:
 
 
 def sentences(
-    text: str, min_chars: int = MIN_SENTENCE_CHARS, letters_share: float = 0.5
+    text: str,
+    min_chars: int = MIN_SENTENCE_CHARS,
+    letters_share: float = 0.5,
+    language: str | None = None,
 ) -> list[str]:
     """Sentences of a passage, whitespace collapsed and words cut at line ends whole again
     ("com- mands" read "commands"); headings kept apart from the sentence after them
     (numbered ones, "5.2 Changing linebreaks", and paragraphs that are titles, "Package
-    Option: hyphens"); list markers and page furniture dropped."""
+    Option: hyphens"); list markers and page furniture dropped. Cut by the rules of
+    `language` (default: the passage's own, notebook.language.split_sentences)."""
     blocks: list[str] = []
     current: list[str] = []
     paragraphs = re.split(r"\n[ \t]*\n", unhyphenated(text))
@@ -226,24 +217,24 @@ def sentences(
             else:
                 current.append(line)
     blocks.append(" ".join(current))
+    if language is None:
+        language = detect_language(text)
     out = []
-    for piece in (p for block in blocks for p in _SENTENCE_END.split(" ".join(block.split()))):
-        piece = piece.strip()
-        letters = sum(ch.isalpha() for ch in piece)
-        if min_chars <= len(piece) <= MAX_SENTENCE_CHARS and letters >= len(piece) * letters_share:
-            out.append(piece)
+    for block in (" ".join(b.split()) for b in blocks):
+        for start, end in split_sentences(block, language):
+            piece = block[start:end]
+            letters = sum(ch.isalpha() for ch in piece)
+            long_enough = min_chars <= len(piece) <= MAX_SENTENCE_CHARS
+            if long_enough and letters >= len(piece) * letters_share:
+                out.append(piece)
     return out
 
 
-def sentence_bounds(text: str) -> list[tuple[int, int]]:
+def sentence_bounds(text: str, language: str | None = None) -> list[tuple[int, int]]:
     """Where `sentences` would cut one block of text, as (start, end) offsets into it; nothing
-    dropped or rejoined (an answer's sentences keep their place, chat.claims)."""
-    bounds, start = [], 0
-    for match in _SENTENCE_END.finditer(text):
-        bounds.append((start, match.start()))
-        start = match.end()
-    bounds.append((start, len(text)))
-    return bounds
+    dropped or rejoined but the whitespace between them (an answer's sentences keep their
+    place, chat.claims). In `language` (default: the text's own)."""
+    return split_sentences(text, detect_language(text) if language is None else language)
 
 
 @dataclass
@@ -281,11 +272,14 @@ def weigh(question: str, passages: list[dict[str, Any]], context: ToolContext) -
     languages: list[str] = []
     for rank, p in enumerate(passages):
         chunk = int(p["chunk_id"]) if p.get("kind") == "document" and p.get("chunk_id") else None
+        # Every sentence of a passage is read in the passage's language (its document's, or
+        # for a note its own), and the question with it.
+        language = str(p.get("language") or "") or language_of(readable(p))
         for position, sentence in enumerate(passage_sentences(p)):
             candidates.append(Candidate(int(p["n"]), rank, position, sentence))
             chunks.append(chunk)
             context_terms.append(str(p.get("heading") or p.get("note_title") or ""))
-            languages.append(str(p.get("language") or ""))
+            languages.append(language)
     if not candidates:
         return Evidence()
     similarity = [0.0] * len(candidates)
@@ -328,10 +322,7 @@ def coverage(question: str, text: str, language: str = "") -> float:
 
 
 def _terms(text: str, language: str) -> set[str]:
-    try:
-        return terms(text, language or None)  # type: ignore[call-arg]
-    except TypeError:  # terms() without a language parameter
-        return terms(text)
+    return terms(text, language or None)
 
 
 def readable(passage: dict[str, Any]) -> str:
@@ -362,13 +353,15 @@ def passage_sentences(passage: dict[str, Any], *, every: bool = False) -> list[s
 
 def backing_sentence(claim: str, source_text: str) -> str | None:
     """The sentence of a source that shares the most content words with `claim` (an answer's
-    sentence citing that source), if it shares at least BACKING_COVERAGE of them."""
-    wanted = terms(claim)
+    sentence citing that source), if it shares at least BACKING_COVERAGE of them. Both are
+    read in the source's language: stemmed alike, or their words never meet."""
+    language = language_of(source_text)
+    wanted = terms(claim, language)
     if not wanted:
         return None
     best, best_share = None, 0.0
-    for sentence in sentences(source_text):
-        share = len(wanted & terms(sentence)) / len(wanted)
+    for sentence in sentences(source_text, language=language):
+        share = len(wanted & terms(sentence, language)) / len(wanted)
         if share > best_share:
             best, best_share = sentence, share
     return best if best_share >= BACKING_COVERAGE else None

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from notebook.language import language_of, stop_words
 from notebook.markdown import plain_text
 from notebook.textutil import cjk_ratio, unhyphenated
 
@@ -17,23 +18,16 @@ if TYPE_CHECKING:
     from search.retrieval import Hit
 
 SNIPPET_CHARS = 320
-_STOP_WORDS = (
-    "a an and are as at be but by can do does for from had has have how i if in into is it "
-    "its me my no not of on or our so than that the then there these they this to was we what "
-    "when where which who why will with you your der die das und ist ein eine zu von mit"
-)
-_STOP = frozenset(_STOP_WORDS.split())
-
-
-def _worth_marking(word: str) -> bool:
-    return bool(cjk_ratio(word)) or (len(word) >= 2 and word not in _STOP)
 
 
 def query_pattern(query: str) -> re.Pattern[str] | None:
-    """The query's words worth marking (no stop words), longest first, as whole-word prefixes
+    """The query's words worth marking (not its language's stop words, unless it has nothing
+    else: "page numbers" are both English stop words), longest first, as whole-word prefixes
     ("file" marks "files"); CJK has no word boundaries, so its terms match anywhere."""
+    found = {w for w in re.findall(r"\w+", query.lower()) if cjk_ratio(w) or len(w) >= 2}
+    stop = stop_words(language_of(query))
     words = sorted(
-        {w for w in re.findall(r"\w+", query.lower()) if _worth_marking(w)}, key=len, reverse=True
+        {w for w in found if cjk_ratio(w) or w not in stop} or found, key=len, reverse=True
     )
     if not words:
         return None

@@ -1,46 +1,21 @@
 """Hybrid ranking of a handful of short texts held in memory (a conversation's messages, a
-notebook's memories): shared content words (BM25-like, stemmed; Chinese cut with jieba) fused
-by reciprocal rank with embedding similarity. For corpora that live in the database and grow,
-use search.retrieval."""
+notebook's memories): shared content words (BM25-like, stemmed in the query's language;
+Chinese cut with jieba; notebook.language) fused by reciprocal rank with embedding
+similarity. For corpora that live in the database and grow, use search.retrieval."""
 
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
-from functools import cache
-from typing import Any
 
-from notebook.textutil import cjk_ratio
+from notebook.language import content_terms, detect_language, stop_words
 
 RRF_K = 60
-_STOP_TEXT = (
-    "a an and are as at be but by can could do does did for from had has have how i if in into "
-    "is it its me my no not of on or our so than that the then there these they this to was we "
-    "what when where which who whom why will with would you your about should may might must "
-    "der die das und ist ein eine zu von mit wie was welche welcher den dem des im auf für"
-)
-STOP_WORDS = frozenset(_STOP_TEXT.split())
 
 
-@cache
-def _stemmer() -> Any:
-    import Stemmer
-
-    return Stemmer.Stemmer("english")
-
-
-def content_terms(text: str) -> list[str]:
-    """The content words of a text, stemmed and lower-cased, in order (Chinese cut into words
-    with jieba)."""
-    if cjk_ratio(text) > 0.1:
-        import jieba
-
-        jieba.setLogLevel(60)
-        words = [w.strip().lower() for w in jieba.cut_for_search(text)]
-        return [w for w in words if w and re.search(r"\w", w) and w not in STOP_WORDS]
-    words = [w for w in re.findall(r"\w+", text.lower()) if len(w) > 1 and w not in STOP_WORDS]
-    return list(_stemmer().stemWords(words))
+# DEPRECATED, to be deleted: chat.reformulation still drops English and German stop words
+# through this name; it goes once that asks notebook.language.stop_words(language).
+STOP_WORDS = stop_words("en") | stop_words("de")
 
 
 def cosine(a: list[float], b: list[float]) -> float:
@@ -79,8 +54,13 @@ def hybrid_rank(
     neither side are left out."""
     if not items:
         return []
+    # One language for both sides, the query's (or the items' when it is too short to tell):
+    # words stemmed by different stemmers never match.
+    language = detect_language(query) or detect_language(" ".join(text for _, text, _ in items))
     fused: dict[int, float] = {}
-    lexical = _bm25(content_terms(query), [content_terms(text) for _, text, _ in items])
+    lexical = _bm25(
+        content_terms(query, language), [content_terms(text, language) for _, text, _ in items]
+    )
     ranked = sorted(
         ((s, pk) for s, (pk, _, _) in zip(lexical, items, strict=True) if s > 0), reverse=True
     )

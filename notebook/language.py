@@ -13,8 +13,11 @@ chosen by the text's language:
   system's ICU) cut after every initial, "e.g." and "z.". Two of Unicode's own sentence
   rules (UAX #29) it does not apply are applied after it (`_goes_on`), and Bokmål is cut by
   the Danish rules it has (`_SENTENCES_AS`).
-- Stop words: stopwords-iso (the `stopwordsiso` package), by ISO 639-1 code. Its lists are
-  long (English: 1,298 words, "page", "number" and "value" among them).
+- Stop words: Snowball's lists, as PostgreSQL ships them (the same words its text search
+  drops; English 127, function words only), for the languages Snowball has one; else
+  stopwords-iso (the `stopwordsiso` package), by ISO 639-1 code, whose lists are long
+  (English: 1,298 words, "page", "number" and "value" among them). Key phrases in guides use
+  stopwords-iso on purpose: there a long list keeps phrases from opening with "first".
 - Stemming: the Snowball stemmers of PyStemmer, which take ISO 639-1 codes themselves.
 - Chinese and Japanese words: jieba.
 """

@@ -6,7 +6,7 @@
   understanding.
 
 The chat model gets a mode-specific clause in its system prompt; the offline answerer follows
-the mode in how many passages and sentences it uses and what it suggests next (chat.extractive).
+the mode in how many passages it weighs (chat.extractive).
 """
 
 from __future__ import annotations
@@ -28,8 +28,6 @@ class ModeSpec:
     help: str | Promise
     top_k: int  # passages document_search brings before anyone writes
     diversity: bool  # spread the passages over documents
-    sentence_floor: float  # offline: sentences scoring below this share of the best are left out
-    max_sentences: int  # offline: sentences quoted
     prompt: str  # the chat model's clause
 
 
@@ -40,8 +38,6 @@ MODES: dict[str, ModeSpec] = {
         _("A broad look across your sources, with related topics to follow"),
         top_k=8,
         diversity=True,
-        sentence_floor=0.75,
-        max_sentences=3,
         prompt=(
             "Mode: exploring. Give a broad answer that draws on several sources where they "
             "help, and end with one line suggesting a related topic the sources cover."
@@ -53,8 +49,6 @@ MODES: dict[str, ModeSpec] = {
         _("Only strong passages, every claim cited, uncertainty flagged"),
         top_k=4,
         diversity=False,
-        sentence_floor=0.85,
-        max_sentences=3,
         prompt=(
             "Mode: research. Be precise: every sentence must cite a source. Use only passages "
             "that clearly support a claim, and say explicitly where the sources are uncertain, "
@@ -67,8 +61,6 @@ MODES: dict[str, ModeSpec] = {
         _("Defines terms first, explains step by step, then checks understanding"),
         top_k=6,
         diversity=False,
-        sentence_floor=0.7,
-        max_sentences=4,
         prompt=(
             "Mode: learning. First define the key terms the answer needs, then explain step "
             "by step, citing sources; end with one short question the reader can answer to "

@@ -18,6 +18,7 @@ from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from django.conf import settings
 
 from chat.citations import MARKER
@@ -295,6 +296,12 @@ def weigh(question: str, passages: list[dict[str, Any]], context: ToolContext) -
             )
             similarity = similarities(asked, vectors)
             question_vector = asked
+            # A question read with the conversation before it (offline follow-ups, see
+            # chat.reformulation) is as close to a sentence as either reading of it.
+            around = getattr(context, "context_vector", None)
+            if around is not None and len(around) == len(asked):
+                in_context = similarities(np.asarray(around, dtype=np.float32), vectors)
+                similarity = [max(a, b) for a, b in zip(similarity, in_context, strict=True)]
         except Exception:  # the embedder is away: sentences are judged by their words alone
             logger.warning("could not embed the sentences of an answer; judging by words only")
     wanted_by_language: dict[str, set[str]] = {}

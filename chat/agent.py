@@ -312,29 +312,40 @@ def _generate(message_id: int, attempt: int, emit: Emit, answerer: Answerer | No
 
 
 def _reformulate(asked: Message, context: ToolContext, emit: Emit, answer_id: int) -> None:
-    """What retrieval searches for the question (its reformulation when it follows up), with
-    the anchor documents, saved on the question and shown. A continued answer keeps what its
-    question searched. Never fails the answer: on any error the question is searched as is."""
-    from chat.reformulation import Reformulation, reformulate
+    """What retrieval searches for the question and in what context: the chat model's rewrite
+    of a follow-up, or offline the question as asked with the conversation as the context of
+    its vector query and the anchor documents (chat.reformulation), saved on the question and
+    announced. A continued answer keeps what its question searched. Never fails the answer: on
+    any error the question is searched as is, without context."""
+    from chat.reformulation import Reformulation, reformulate, resumed
 
+    conversation = asked.conversation
     if context.continuing and asked.search_query:
-        found = Reformulation(asked.search_query, asked.is_follow_up, anchors=asked.anchors)
+        found = resumed(asked)
+        context.selection = prepare(conversation=conversation, asked=asked,
+                                    follow_up=found.is_follow_up)  # fmt: skip
     else:
+        # The evidence for a new topic is weighed among the sources a follow-up may use (the
+        # chosen ones and what the previous answer cited, chat.selection).
+        context.selection = prepare(conversation=conversation, asked=asked, follow_up=True)
         try:
-            found = reformulate(asked)
+            found = reformulate(asked, scope=context.scope())
         except Exception:
             logger.exception("reformulation of question %s failed; searching it as asked", asked.pk)
             found = Reformulation(asked.content)
+        if not found.is_follow_up:  # no carry-over for a new topic
+            context.selection = prepare(conversation=conversation, asked=asked, follow_up=False)
         Message.objects.filter(pk=asked.pk).update(
             search_query=found.query, is_follow_up=found.is_follow_up, anchors=found.anchors
         )
+    follow_up = found.is_follow_up
     context.search_query = found.query
-    context.search_focus = found.focus or found.query
-    context.anchors = found.anchors if found.is_follow_up else []
-    context.anchor_pages = found.pages if found.is_follow_up else []
-    context.said = _said_before(asked) if found.is_follow_up else set()
-    context.selection = prepare(conversation=asked.conversation, asked=asked,
-                                follow_up=found.is_follow_up)  # fmt: skip
+    context.search_focus = found.query  # kept for the offline answerer: nothing else to weigh
+    context.context_vector = found.context_vector if follow_up else None
+    context.context_text = found.context_text if follow_up else ""
+    context.anchors = found.anchors if follow_up else []
+    context.anchor_pages = found.pages if follow_up else []
+    context.said = _said_before(asked) if follow_up else set()
     if context.selection is not None:
         # Anchoring only boosts what may be searched; excluded documents lose their boost.
         excluded = {int(r.split(":")[1]) for r in context.selection.excluded
@@ -347,7 +358,8 @@ def _reformulate(asked: Message, context: ToolContext, emit: Emit, answer_id: in
     emit(
         "searched",
         {"message_id": answer_id, "question_id": asked.pk, "query": found.query,
-         "is_follow_up": found.is_follow_up, "anchors": context.anchors},
+         "is_follow_up": follow_up, "rewritten": found.query != asked.content,
+         "anchors": context.anchors},
     )  # fmt: skip
 
 

@@ -93,8 +93,9 @@ class Message(models.Model):
     # Which generation owns a streaming answer: each claim adds one, and a generation writes
     # only while the row still carries its number (see chat.agent).
     attempt = models.PositiveIntegerField(default=0)
-    # A question: the mode it was asked in, and what retrieval searched for it (the question
-    # itself, or its reformulation when it follows up an earlier one; see chat.reformulation).
+    # A question: the mode it was asked in, what retrieval searched for it (the question
+    # itself, or the chat model's rewrite when it follows up an earlier one), and whether it
+    # was searched with the conversation as context (see chat.reformulation).
     mode = models.CharField(max_length=16, choices=Mode.choices, blank=True)
     search_query = models.TextField(blank=True)
     is_follow_up = models.BooleanField(default=False)
@@ -127,6 +128,12 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return f"{self.role}: {self.content[:40]}"
+
+    @property
+    def rewritten(self) -> bool:
+        """A question the chat model rewrote into another search (a follow-up made
+        self-contained); offline, a question is always searched as asked."""
+        return bool(self.search_query) and self.search_query != self.content
 
 
 class ConversationSummary(models.Model):

@@ -1,128 +1,76 @@
-"""Follow-up questions made searchable: before retrieval, every question is rewritten into a
-self-contained search when it depends on the conversation ("And if I don't have the program
-itself?", "Was hat es falsch gemacht?", "那要放在页面侧边的注释呢？").
+"""Follow-up questions made searchable. Before retrieval, every question with earlier turns in
+its conversation is read with them ("And if I don't have the program itself?", "Was hat es
+falsch gemacht?", "那要放在页面侧边的注释呢？"):
 
-The rewrite sees the last 2 messages always, plus up to 5 earlier messages relevant to the
-question (hybrid: shared content words and embedding similarity over this conversation's
-messages), deduplicated, most recent first, and returns `{needs_reformulation, is_follow_up,
-query}`:
-
-- with a chat model, from one short JSON-schema call (chat.llm.structured); junk, invalid JSON,
-  a refusal or a timeout fall back to the offline rules, never to an error;
-- offline, by rules: a question is a follow-up when it opens elliptically ("And…", "What
-  about…", "Und…", "Et…", "Og…", "那…"), leans on a pronoun or demonstrative with nothing to
-  refer to in the question ("it", "that one", "es", "它"), or is very short; an explicit topic
-  switch ("Switching topics:", "Andere Frage:", "另外问一下") never is. A follow-up is
-  completed with the salient words of the previous search, the names the previous answer
-  quoted (code, CamelCase) and the headings of the passages that backed it.
+- with a chat model, one short JSON-schema call (chat.llm.structured) rewrites a follow-up into
+  a self-contained search query, `{needs_reformulation, is_follow_up, query}`, from the last 2
+  messages plus up to 5 earlier ones relevant to the question (hybrid: shared content words
+  and embedding similarity over this conversation's messages), deduplicated, most recent
+  first; the model decides whether it follows up;
+- offline, or when that call fails (junk, invalid JSON, a refusal, a timeout), nothing is
+  rewritten: the question is searched as asked, with the turn before as the context of its
+  search (`turn_vector`: the previous question and the passages it found best, embedded;
+  `turn_text`: its words) and the documents and pages that backed the previous answer as
+  anchors, unless the evidence says the topic changed (`topic_changed`: the question alone
+  finds a passage at least as close to it as the search in context finds). No word lists:
+  what counts is what retrieval finds, in any language.
 
 A follow-up's search is anchored to the documents that backed the previous answer (their
-passages get SEARCH_ANCHOR_BOOST, see search.retrieval.anchor); a topic switch is not.
+passages get SEARCH_ANCHOR_BOOST, see search.retrieval.anchor); a new topic is not.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from pydantic import BaseModel, Field
 
-from attachments.models import DocumentChunk
 from chat.claims import backed_text
-from chat.grounding import key_terms
-from chat.memory import without_statements
 from chat.models import Message
 from notebook import metrics
-from notebook.language import detect_language
-from notebook.textutil import cjk_ratio
-from search.texts import STOP_WORDS, hybrid_rank
+from search.texts import hybrid_rank
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+    from notebook.types import User
+    from search.retrieval import Scope
 
 logger = logging.getLogger(__name__)
 
 RECENT = 2  # messages always seen
 RELEVANT = 5  # earlier messages seen when relevant to the question
-MAX_COMPLETION_WORDS = 16
-FOCUS_WORDS = 6
 MAX_QUERY_CHARS = 500
 # Of a message, what is embedded to judge its relevance to a later question: its opening (a
 # question whole, an answer's first sentences) in one short window. Every answer embeds the two
 # messages that just left the last-two window; 2000 characters (two full windows each) made
 # that a third of a follow-up's CPU.
 EMBED_CHARS = 600
-SHORT_WORDS = 5  # a question of at most this many words leans on the conversation
-SHORT_CJK_CHARS = 7
-
-_TOPIC_SWITCH = re.compile(
-    r"^\W*(switching (topics|subjects)|change of (topic|subject)|unrelated( question)?"
-    r"|another (thing|question|topic)|(a )?different (question|topic|subject)"
-    r"|separate question|new (question|topic|subject)|on (another|a different) note"
-    r"|something else|changing (the )?(topic|subject)|moving on\b"
-    r"|(switching|turning|moving on|let'?s (turn|switch|move on)) to [^:?]{1,40}:"
-    r"|andere frage|anderes thema|noch eine andere frage|themenwechsel|etwas anderes"
-    r"|et annet spørsmål|nytt spørsmål|noe annet|ny tema|bytte tema"
-    r"|另外问一下|换个话题|换个问题|另一个问题|题外话)",
-    re.IGNORECASE,
-)
-_ELLIPTIC = re.compile(
-    r"^\W*(and|but|also|or|so|what about|how about|what if|then|"
-    r"und|aber|und wenn|was ist mit|wie ist es mit|wie steht es mit|"
-    r"et|mais|og|men|hva med|enn)\b"
-    r"|^\W*(那|那么|那要|还有|可是|但是|而且)",
-    re.IGNORECASE,
-)
-# Words that point back at something the question does not name (by language); the Norwegian
-# ones ("den", "dem") are German articles too, so a German question leaves them out.
-_NORWEGIAN_ONLY = {"den", "dem", "dens", "deres", "dette", "disse"}
-_STRONG = _NORWEGIAN_ONLY | {
-    "it", "its", "itself", "they", "them", "their", "theirs", "former", "latter", "such",
-    "es", "ihn", "ihm", "sein", "seine", "seiner", "seinen", "seinem", "ihre", "ihren", "ihrem",
-    "damit", "dafür", "davon", "dazu", "darin", "daran", "dabei", "damals", "dort", "diese",
-    "dieser", "diesem", "diesen", "dieses", "dies",
-}  # fmt: skip
-# German "die", "das", "den", "dem", "der" before a particle or at the end stand for something
-# said before ("Kann ich die auch kürzen?"); before a noun or an adjective they are articles,
-# after a comma relative pronouns ("ein Befehl, der auch Farben kann").
-_GERMAN_DEMONSTRATIVE = re.compile(
-    r"(?<!, )\b(die|das|den|dem|der)\s+(auch|nicht|noch|dann|so|schon|bitte|ebenfalls|wirklich|mal|"
-    r"denn|doch|jetzt|trotzdem|überhaupt|irgendwie|einfach|genauso|gleichzeitig)\b"
-    r"|\b(die|das|den|dem)\s*[?!.]",
-)
-_WEAK = {"that", "this", "these", "those", "one", "ones", "both", "either", "same", "other", "two"}
-_CJK_ANAPHORS = re.compile(r"它|这个|那个|这种|那种|这些|那些|其|此|该|他们|她们|上面|前面")
-# A weak demonstrative points back when it follows one of these (or opens the question):
-# "is that normal", "for that case", "that one"; after a noun it is a relative ("a command
-# that prints") and points nowhere.
-_POINTING_AFTER = {
-    "", "about", "for", "with", "of", "in", "on", "to", "from", "at", "by", "like", "than",
-    "after", "before", "is", "was", "are", "were", "does", "do", "did", "will", "would", "can",
-    "could", "should", "use", "using", "try", "undo", "another", "the", "other", "and", "or",
-}  # fmt: skip
-_DUMMY_IT = re.compile(
-    r"\b(is it|it is|it's|was it|it was) (possible|necessary|better|worth|ok|okay|true|safe)\b"
-    r"|\bgibt es\b|\bes gibt\b",
-    re.IGNORECASE,
-)
-_WORD = re.compile(r"[\w.:\\@$-]+|[^\w\s]", re.UNICODE)
+# The passages of the turn before that stand for what it was about: the first its answer
+# retrieved (more dilute the topic with the second document a search brings).
+CONTEXT_PASSAGES = 3
+MAX_CONTEXT_CHARS = 2000  # of the turn before's words, for the lexical leg
 
 
 @dataclass
 class Reformulation:
     query: str
-    is_follow_up: bool = False
-    needs_reformulation: bool = False
+    is_follow_up: bool = False  # searched with the conversation as context
+    needs_reformulation: bool = False  # the chat model rewrote the question
     by: str = "none"  # "llm" | "offline" | "none" (reformulation off)
     anchors: list[int] = field(default_factory=list)  # attachment ids (follow-ups only)
     pages: list[tuple[int, int]] = field(default_factory=list)  # (attachment id, page) cited
     seen: list[int] = field(default_factory=list)  # ids of the messages it was given
-    # What an answer is weighed against: the question with the few most telling words of its
-    # completion (the whole completion would dilute which sentences answer it).
-    focus: str = ""
+    # Offline, a follow-up's context: the turn before as one vector, which the vector query is
+    # moved towards (search.retrieval.in_context), and its words, which one more lexical leg
+    # searches; None and "" when the model rewrote the query or nothing follows up.
+    context_vector: list[float] | None = None
+    context_text: str = ""
 
 
 class _ModelReformulation(BaseModel):
@@ -142,57 +90,13 @@ unchanged. Reply with JSON only: {"needs_reformulation": bool, "is_follow_up": b
 "query": string}."""
 
 
-def _tokens(text: str) -> list[str]:
-    return [t for t in _WORD.findall(text) if t.strip()]
-
-
-def _lower_words(text: str) -> list[str]:
-    return [w.lower() for w in re.findall(r"\w+", text)]
-
-
-def is_topic_switch(question: str) -> bool:
-    return bool(_TOPIC_SWITCH.search(question))
-
-
-def looks_like_follow_up(question: str) -> bool:
-    """The offline rules: elliptical opening, a pronoun or demonstrative pointing outside the
-    question, or a very short question; never an announced topic switch."""
-    if is_topic_switch(question):
-        return False
-    if _ELLIPTIC.search(question):
-        return True
-    if cjk_ratio(question) > 0.1:
-        cjk = sum(1 for ch in question if "\u4e00" <= ch <= "\u9fff")
-        return bool(_CJK_ANAPHORS.search(question)) or cjk <= SHORT_CJK_CHARS
-    words = _lower_words(_DUMMY_IT.sub(" ", question))
-    if len(words) <= SHORT_WORDS:
-        return True
-    german = detect_language(question) == "de"
-    if german and _GERMAN_DEMONSTRATIVE.search(question):
-        return True
-    names_something = bool(key_terms(question))
-    strong = _STRONG - _NORWEGIAN_ONLY if german else _STRONG
-    for i, word in enumerate(words):
-        if word in strong:
-            return True
-        if word in _WEAK and not names_something:
-            before = words[i - 1] if i else ""
-            if word in ("that", "this", "these", "those") and before not in _POINTING_AFTER:
-                continue
-            if word in ("one", "ones", "two", "other", "same") and before not in (
-                "that", "this", "another", "the", "other", "either",
-            ):  # fmt: skip
-                continue
-            return True
-    return False
-
-
 # --- The conversation the rewrite sees
 
 
-def conversation_context(question: Message) -> list[Message]:
-    """The last RECENT complete messages before `question` and up to RELEVANT earlier ones
-    relevant to it (hybrid ranking over the conversation's messages), most recent first."""
+def conversation_context(question: Message, *, relevant: bool = True) -> list[Message]:
+    """The last RECENT complete messages before `question` and, with `relevant`, up to RELEVANT
+    earlier ones relevant to it (hybrid ranking over the conversation's messages), most recent
+    first."""
     earlier = list(
         Message.objects.filter(
             conversation_id=question.conversation_id,
@@ -201,7 +105,7 @@ def conversation_context(question: Message) -> list[Message]:
             compacted=False,
         ).order_by("-pk")[:200]
     )
-    recent, older = earlier[:RECENT], earlier[RECENT:]
+    recent, older = earlier[:RECENT], earlier[RECENT:] if relevant else []
     chosen = {m.pk: m for m in recent}
     if older:
         for pk in hybrid_rank(question.content, _embedded(older), limit=RELEVANT):
@@ -232,7 +136,7 @@ def _embedded(messages: Sequence[Message]) -> list[tuple[int, str, list[float]]]
     ]
 
 
-# --- Completing a follow-up offline
+# --- The turn before and what backed its answer
 
 
 def _previous_turn(context: list[Message]) -> tuple[Message | None, Message | None]:
@@ -242,43 +146,6 @@ def _previous_turn(context: list[Message]) -> tuple[Message | None, Message | No
     if question is None:
         question = next((m for m in context if m.role == Message.Role.USER), None)
     return question, answer
-
-
-def _salient_words(text: str, skip: set[str]) -> list[str]:
-    if cjk_ratio(text) > 0.1:
-        stripped = re.sub(r"[^\w\u4e00-\u9fff]+", " ", text).strip()
-        return [stripped] if stripped else []
-    out: list[str] = []
-    for token in _tokens(text):
-        word = token.strip(".,;:!?()[]\"'")
-        lower = word.lower()
-        if len(word) < 2 or lower in STOP_WORDS or lower in skip or not re.search(r"\w", word):
-            continue
-        skip.add(lower)
-        out.append(word)
-    return out
-
-
-def _headings(answer: Message) -> list[str]:
-    chunk_ids = [c.get("chunk_id") for c in answer.citations if c.get("chunk_id")]
-    paths = DocumentChunk.objects.filter(pk__in=chunk_ids).values_list("heading_path", flat=True)
-    out: list[str] = []
-    for path in paths:
-        if path and path[-1] not in out:
-            out.append(str(path[-1]))
-    return out[:2]
-
-
-# Names an answer quotes: a function or option (par, mfrow in "par(mfrow=c(2,3))"), a dotted
-# or snake_case name (read.table), a TeX command (\citep).
-_CODE_NAME = re.compile(r"\\[A-Za-z]+|\b[A-Za-z][\w.]*[._]\w+\b|\b[A-Za-z]\w+(?=\s*[(=])")
-
-
-def answer_terms(text: str) -> list[str]:
-    """The names an answer quotes (code, commands, CamelCase), most telling first."""
-    text = re.sub(r"\s*\[\d{1,3}\]", "", text)
-    found = [*key_terms(text), *_CODE_NAME.findall(text)]
-    return [t for t in dict.fromkeys(found) if len(t) >= 3]
 
 
 def anchors_of(answer: Message | None) -> list[int]:
@@ -318,36 +185,95 @@ def pages_of(answer: Message | None) -> list[tuple[int, int]]:
     return list(dict.fromkeys(cited))
 
 
-def offline(question: str, context: list[Message]) -> Reformulation:
+# --- Offline: the conversation as the context of the search
+
+
+def turn_vector(question: Message | None, answer: Message | None) -> list[float] | None:
+    """The turn before as one unit vector: its question's embedding plus the centroid of the
+    passages its search found best (the first CONTEXT_PASSAGES its answer retrieved, as
+    indexed), each of unit length, summed and normalised. The passages are what the turn was
+    about even when its question only said "it" (they were found in that question's own
+    context) and when its answer abstained or cited the wrong sentence; the answer's own text
+    is left out. None when nothing could be embedded (the model still loading, or failing)."""
+    parts = [v for _, _, v in _embedded([question])] if question is not None else []
+    if answer is not None and (passages := _passage_vectors(answer.retrieved)):
+        parts.append([sum(column) / len(passages) for column in zip(*passages, strict=True)])
+    parts = [_unit(p) for p in parts if p]
+    if not parts:
+        return None
+    total = _unit([sum(column) for column in zip(*parts, strict=True)])
+    return total if any(total) else None
+
+
+def _passage_vectors(retrieved: list[dict[str, Any]]) -> list[list[float]]:
+    """The stored vectors (first window) of the first CONTEXT_PASSAGES passages of a message's
+    `retrieved` list, document chunks and notes alike."""
+    from attachments.models import ChunkVector
+    from notes.models import NoteVector
+
+    best = [(str(r.get("kind")), int(r["id"])) for r in retrieved if r.get("id")]
+    best = best[:CONTEXT_PASSAGES]
+    chunks = [pk for kind, pk in best if kind == "document"]
+    notes = [pk for kind, pk in best if kind == "note"]
+    found: dict[tuple[str, int], list[float]] = {}
+    for pk, vector in ChunkVector.objects.filter(chunk_id__in=chunks, window=0).values_list(
+        "chunk_id", "embedding"
+    ):
+        found[("document", pk)] = list(vector)
+    for pk, vector in NoteVector.objects.filter(note_id__in=notes, window=0).values_list(
+        "note_id", "embedding"
+    ):
+        found[("note", pk)] = list(vector)
+    return [found[key] for key in best if key in found]
+
+
+def _unit(values: list[float]) -> list[float]:
+    norm = math.sqrt(sum(v * v for v in values))
+    return [v / norm for v in values] if norm else list(values)
+
+
+def turn_text(question: Message | None, answer: Message | None) -> str:
+    """The words of the turn before, for the lexical leg that reads the conversation: its
+    question and what of its answer the sources back (an abstention, an answer with no
+    citation and sentences no source backs say nothing about the topic), markers removed."""
+    said = [question.content] if question is not None else []
+    if answer is not None and answer.citations:
+        said.append(re.sub(r"\s*\[\d{1,3}\]", "", backed_text(answer)))
+    return " ".join(" ".join(said).split())[:MAX_CONTEXT_CHARS]
+
+
+def in_context(question: str, context: list[Message]) -> Reformulation:
+    """A question with earlier turns, read with them: searched as asked, with the turn before
+    as the context of the search (`turn_vector`, `turn_text`) and the previous answer's
+    documents and pages as anchors. Whether the topic changed is `topic_changed`'s to say."""
     previous, answer = _previous_turn(context)
-    if previous is None or not looks_like_follow_up(question):
+    if previous is None:
         return Reformulation(question, by="offline")
-    seen = {w.lower() for w in re.findall(r"\w+", question)}
-    # The names the previous answer quoted come first (the most telling), then the previous
-    # question's words: for a follow-up, what its search added before what it said itself
-    # ("it", "that one"), an announced topic switch left out.
-    words: list[str] = []
-    if answer is not None:
-        # Only what the sources back: a name the model made up must not steer the search.
-        for term in answer_terms(backed_text(answer)):
-            if len(words) < 4 and term.lower() not in seen:
-                words.append(term)
-                seen.add(term.lower())
-    before = previous.content
-    cjk = cjk_ratio(question) > 0.1
-    if previous.search_query.startswith(previous.content) and not cjk:
-        before = f"{previous.search_query[len(previous.content) :]} {previous.content}"
-    words += _salient_words(_TOPIC_SWITCH.sub("", without_statements(before.strip())), seen)
-    if answer is not None:
-        for heading in _headings(answer):
-            words += _salient_words(re.sub(r"^[\d.]+\s+", "", heading), seen)
-    completion = " ".join(words if cjk else words[:MAX_COMPLETION_WORDS])
-    query = f"{question} {completion}".strip()[:MAX_QUERY_CHARS]
-    focus = query if cjk else f"{question} {' '.join(words[:FOCUS_WORDS])}".strip()
     return Reformulation(
-        query, True, bool(completion), "offline", anchors_of(answer), pages_of(answer),
-        focus=focus,
+        question, True, False, "offline", anchors_of(answer), pages_of(answer),
+        context_vector=turn_vector(previous, answer), context_text=turn_text(previous, answer),
     )  # fmt: skip
+
+
+def topic_changed(
+    question: str, *, user: User, scope: Scope, context_vector: list[float] | None
+) -> bool:
+    """Whether the question starts a new topic, by the evidence of the sources: searched alone,
+    its best passage is at least as close to it (cosine similarity) as the best passage of
+    its search in the conversation's context is to that search (search.retrieval.closeness):
+    the turn before brings nothing closer, so the question stands on its own. Both are the
+    best of the same scope, so this needs no threshold, word list or language. Without
+    vectors (the model loading or away, no context embedded) the conversation cannot be
+    weighed and the question is searched as asked."""
+    from search.retrieval import closeness
+
+    if context_vector is None:
+        return True
+    weighed = closeness(user=user, query=question, scope=scope, context_vector=context_vector)
+    if weighed is None:
+        return True
+    alone, together = weighed
+    return alone >= together
 
 
 # --- With the chat model
@@ -381,19 +307,20 @@ def with_model(question: str, context: list[Message]) -> Reformulation | None:
     query = " ".join(reply.query.split())
     if not reply.is_follow_up or not query:
         return Reformulation(question, by="llm")
-    if is_topic_switch(question):  # an announced new topic is never anchored
-        return Reformulation(question, by="llm")
     _, answer = _previous_turn(context)
     return Reformulation(
         query, True, query != question, "llm", anchors_of(answer), pages_of(answer)
     )
 
 
-def reformulate(question: Message) -> Reformulation:
-    """What to search for `question`, whether it follows up, and the anchor documents."""
+def reformulate(question: Message, *, scope: Scope | None = None) -> Reformulation:
+    """What to search for `question`, whether it follows up, and the anchor documents. Offline,
+    a question with earlier turns is searched in their context unless the evidence in `scope`
+    (default: the conversation's own) says the topic changed."""
     if settings.CHAT_REFORMULATION == "off":
         return Reformulation(question.content)
-    context = conversation_context(question)
+    # Offline only the turn before counts; the model's rewrite reads the relevant earlier ones.
+    context = conversation_context(question, relevant=bool(settings.CHAT_MODEL))
     if not context:
         return Reformulation(question.content, by="offline")
     result = None
@@ -402,6 +329,42 @@ def reformulate(question: Message) -> Reformulation:
         if result is None:
             metrics.fallback("reformulation_offline")
     if result is None:
-        result = offline(question.content, context)
+        result = in_context(question.content, context)
+        if result.is_follow_up and topic_changed(
+            question.content,
+            user=question.conversation.owner,
+            scope=scope or _own_scope(question),
+            context_vector=result.context_vector,
+        ):
+            result = Reformulation(question.content, by="offline")
     result.seen = [m.pk for m in context]
     return result
+
+
+def resumed(question: Message) -> Reformulation:
+    """What a continued answer's question searched before, as it was decided then: the saved
+    query, follow-up flag and anchors, with the pages and the context of the turn before
+    computed again (the same messages give the same ones)."""
+    found = Reformulation(question.search_query, question.is_follow_up, anchors=question.anchors)
+    if question.is_follow_up:
+        _, answer = _previous_turn(conversation_context(question, relevant=False))
+        found.pages = pages_of(answer)
+        if question.search_query == question.content:  # not rewritten: searched in context
+            previous = answer.reply_to if answer is not None and answer.reply_to_id else None
+            found.context_vector = turn_vector(previous, answer)
+            found.context_text = turn_text(previous, answer)
+    return found
+
+
+def _own_scope(question: Message) -> Scope:
+    """The conversation's own scope (its PDF, its note's PDFs, or its notebook's PDFs and
+    notes), as the chat's tools search it."""
+    from chat.tools import ToolContext
+
+    conversation = question.conversation
+    return ToolContext(
+        user=conversation.owner,
+        notebook=conversation.notebook,
+        note=conversation.note,
+        attachment_id=conversation.attachment_id,
+    ).scope()

@@ -86,15 +86,6 @@ def _default_title(about: str) -> str:
     return _("About %(title)s") % {"title": about}
 
 
-def _title_of(question: str) -> str:
-    """A first question as the conversation's title, without what it asks to remember
-    ("Remember that I prefer short answers. With the url package, how …" → "With the url
-    package, how …"): that is about the user, not the topic."""
-    from chat.memory import without_statements
-
-    return without_statements(question).strip() or question
-
-
 def _untitled(conversation: Conversation) -> bool:
     """Whether the conversation still has its default title, in any interface language (the
     first question then becomes its title)."""
@@ -186,7 +177,7 @@ def message_ask(
             reply_to=asked,
         )
         if conversation.messages.count() == 2 and _untitled(conversation):
-            conversation.title = clip(_title_of(question), TITLE_CHARS)
+            conversation.title = clip(question.strip(), TITLE_CHARS)
         conversation.mode = mode
         conversation.save(update_fields=["title", "mode", "updated_at"])
     return asked, answer

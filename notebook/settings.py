@@ -417,20 +417,28 @@ SEARCH_FUSION = env_choice("SEARCH_FUSION", ("rrf", "minmax"), "rrf")
 SEARCH_LEXICAL_WEIGHT = env_float("SEARCH_LEXICAL_WEIGHT", 1.0, minimum=0)
 SEARCH_VECTOR_WEIGHT = env_float("SEARCH_VECTOR_WEIGHT", 1.0, minimum=0)
 # Source anchoring: a follow-up question's passages from the documents behind the previous
-# answer get this added to their normalised (0..1) fused score; 0 turns it off.
-SEARCH_ANCHOR_BOOST = env_float("SEARCH_ANCHOR_BOOST", 0.3, minimum=0)
+# answer get this added to their normalised (0..1) fused score (min-max fused, so a passage
+# far ahead by its own scores keeps its lead); 0 turns it off.
+SEARCH_ANCHOR_BOOST = env_float("SEARCH_ANCHOR_BOOST", 0.2, minimum=0)
 # …and this more near the pages the previous answer cited: on them and up to
-# SEARCH_ANCHOR_PAGE_WINDOW pages either side (a follow-up often moves to the next page). On the
-# public conversations follow-up hit@5 0.667 → 0.833 (with chat.reformulation.anchors_of); the
-# cited page alone lowered it (docs/chat.md). 0 turns it off.
+# SEARCH_ANCHOR_PAGE_WINDOW pages either side (a follow-up often moves to the next page; the
+# cited page alone lowered follow-up hit@5, docs/chat.md). 0 turns it off.
 SEARCH_ANCHOR_PAGE_BOOST = env_float("SEARCH_ANCHOR_PAGE_BOOST", 0.25, minimum=0)
 SEARCH_ANCHOR_PAGE_WINDOW = env_int("SEARCH_ANCHOR_PAGE_WINDOW", 1, minimum=0)
+# Offline, a follow-up's vector query is the question's embedding plus this much of the turn
+# before (its question and the passages it found best, chat.reformulation.turn_vector),
+# normalised again (search.retrieval.in_context); 0 turns offline follow-ups off (the question
+# alone is then always as close as in context, chat.reformulation.topic_changed).
+SEARCH_CONTEXT_WEIGHT = env_float("SEARCH_CONTEXT_WEIGHT", 0.75, minimum=0)
+# …and the turn before's words are one more lexical leg, this much of the question's own.
+SEARCH_CONTEXT_LEXICAL_WEIGHT = env_float("SEARCH_CONTEXT_LEXICAL_WEIGHT", 0.75, minimum=0)
 
 # --- Chat: the answerer is the chat model on OPENAI_BASE_URL when CHAT_MODEL is set, else the
 # extractive answerer (offline, cites verbatim sentences).
 CHAT_MODEL = env_str("CHAT_MODEL")  # the chat model on OPENAI_BASE_URL
-# Follow-up questions are rewritten into a self-contained search before retrieval (with the
-# chat model when set, else offline rules); off searches every question as typed.
+# Follow-up questions are read with the conversation: rewritten into a self-contained search
+# by the chat model when set, else searched as asked with the turn before as context (unless
+# the evidence says the topic changed, chat.reformulation); off searches every question alone.
 CHAT_REFORMULATION = env_choice("CHAT_REFORMULATION", ("on", "off"), "on")
 CHAT_QUESTION_MAX_CHARS = env_int("CHAT_QUESTION_MAX_CHARS", 4000, minimum=100)
 CHAT_MAX_TOOL_CALLS = env_int("CHAT_MAX_TOOL_CALLS", 4, minimum=1)  # tool rounds per answer

@@ -7,6 +7,7 @@ post-filtered. See docs/retrieval.md.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 from collections import defaultdict
@@ -271,6 +272,59 @@ def vector_weight(query: str) -> tuple[float, str]:
     return 0.0, language
 
 
+def closeness(
+    *,
+    user: User,
+    query: str,
+    scope: Scope,
+    context_vector: list[float],
+    context_weight: float | None = None,
+) -> tuple[float, float] | None:
+    """How close the best passage in scope comes to `query` alone, and to `query` moved towards
+    `context_vector` (`in_context`): two cosine similarities from one embedding of the query
+    and two nearest-neighbour lookups. None when the query cannot be embedded now (the model
+    still loading, or failing) or nothing in scope has a vector."""
+    text = _clean(query)
+    if not text or warming_up():
+        return None
+    try:
+        embedding, _ = _embed_query(text)
+        weight = settings.SEARCH_CONTEXT_WEIGHT if context_weight is None else context_weight
+        alone = vector(user=user, embedding=embedding, scope=scope, limit=1)
+        together = vector(user=user, embedding=in_context(embedding, context_vector, weight),
+                          scope=scope, limit=1)  # fmt: skip
+    except Exception as exc:
+        logger.warning("could not weigh the conversation: %s", _why(exc))
+        return None
+    if not alone or not together:
+        return None
+    return alone[0][1], together[0][1]
+
+
+def in_context(query: list[float], context: list[float], weight: float) -> list[float]:
+    """The query's vector moved towards its conversation: q + weight·c, both unit length,
+    normalised again. At weight 1 a passage as close to the turn before as to the question
+    ranks with one close to the question alone; 0 leaves the query as it is."""
+    q, c = _unit(query), _unit(context)
+    if len(q) != len(c) or weight <= 0:
+        return query
+    return _unit([a + weight * b for a, b in zip(q, c, strict=True)])
+
+
+def _unit(values: list[float]) -> list[float]:
+    norm = math.sqrt(sum(v * v for v in values))
+    return [v / norm for v in values] if norm else list(values)
+
+
+def anchored_scope(scope: Scope, anchors: list[int]) -> Scope:
+    """`scope` narrowed to the anchored documents (still filtered by the user: ids only
+    narrow), without notes."""
+    wanted = [a for a in anchors if scope.attachment_ids is None or a in scope.attachment_ids]
+    return Scope(notebook_id=scope.notebook_id, note_id=scope.note_id, attachment_ids=wanted,
+                 include_notes=False, include_documents=scope.include_documents,
+                 doc_type=scope.doc_type)  # fmt: skip
+
+
 def diversify(hits: list[Hit]) -> list[Hit]:
     """Round-robin across sources (documents and notes) in order of their best hit, so a
     broad question sees several documents before a third passage of the first one."""
@@ -300,6 +354,9 @@ def search(
     anchors: list[int] | None = None,
     anchor_boost: float | None = None,
     anchor_pages: list[tuple[int, int]] | None = None,
+    context_vector: list[float] | None = None,
+    context_weight: float | None = None,
+    context_text: str = "",
     extra_queries: list[str] | None = None,
     budgeted: bool = False,
 ) -> SearchResult:
@@ -312,7 +369,14 @@ def search(
     `anchor_boost` (default SEARCH_ANCHOR_BOOST) added to their min-max normalised fused score
     (source anchoring, see `anchor`); passages on or within SEARCH_ANCHOR_PAGE_WINDOW pages of
     `anchor_pages` ((attachment id, page): the pages the previous answer cited) get
-    SEARCH_ANCHOR_PAGE_BOOST more. `extra_queries` (the
+    SEARCH_ANCHOR_PAGE_BOOST more. `context_vector` (a follow-up's conversation: the embedding
+    of the turn before, chat.reformulation) moves the vector leg's query towards it by
+    `context_weight` (default SEARCH_CONTEXT_WEIGHT; see `in_context`), and with `anchors` the
+    same vector also searches the anchored documents alone, as one more vector leg, so that
+    their passages nearest the conversation are candidates. The lexical leg keeps the query's
+    own words; `context_text` (the turn before's words) is one more lexical leg, weighted
+    SEARCH_CONTEXT_LEXICAL_WEIGHT of it. An anchored search fuses by min-max whatever
+    SEARCH_FUSION says (see the comment at the fusion). `extra_queries` (the
     query's English translation and expansion, search.expansion) are searched too, each leg
     beside the original's, and fused with them. `budgeted`: the rerank draws on the user's
     model-call budget (the search page and API; the chat agent's searches are under the chat
@@ -353,12 +417,30 @@ def search(
         try:
             vector_of_query, timings["embed_query"] = embedding.result(_query_wait())
             started = time.perf_counter()
+            if context_vector is not None:
+                weight = (
+                    settings.SEARCH_CONTEXT_WEIGHT if context_weight is None else context_weight
+                )
+                vector_of_query = in_context(vector_of_query, context_vector, weight)
+                info["context"] = {"weight": weight}
             legs["vector"] = vector(user=user, embedding=vector_of_query, scope=scope, limit=depth)
+            if context_vector is not None and anchors:
+                within = anchored_scope(scope, anchors)
+                legs["vector:context"] = vector(user=user, embedding=vector_of_query,
+                                                scope=within, limit=depth)  # fmt: skip
+                leg_weights["vector:context"] = leg_weights["vector"]
             timings["vector"] = time.perf_counter() - started
         except Exception as exc:
             degraded_reason = _why(exc)
             info["degraded"] = DEGRADED % {"reason": degraded_reason}
             logger.warning("search without its vector leg: %s", degraded_reason)
+    if context_text and mode in ("lexical", "hybrid") and settings.SEARCH_CONTEXT_LEXICAL_WEIGHT:
+        started = time.perf_counter()
+        legs["lexical:context"] = lexical(user=user, query=context_text, scope=scope, limit=depth)
+        leg_weights["lexical:context"] = (
+            settings.SEARCH_CONTEXT_LEXICAL_WEIGHT * leg_weights["lexical"]
+        )
+        timings["lexical_context"] = time.perf_counter() - started
     if mode != "hybrid":
         leg_weights = {"lexical": 1.0, "vector": 1.0}  # one leg: its own order
     leg_weights.update(weights or {})
@@ -368,7 +450,11 @@ def search(
         timings["expanded_queries"] = time.perf_counter() - started
 
     started = time.perf_counter()
-    fused = (minmax if fusion == "minmax" else rrf)(legs, leg_weights)
+    # Anchoring adds its boost to the fused scores normalised over the candidates; RRF's are
+    # ranks, which make the best passage of a search that finds nothing look as strong as the
+    # best of one that finds its answer, so an anchored search fuses the scores themselves
+    # (min-max), and a strong passage of the question's own keeps its lead over the boost.
+    fused = (minmax if fusion == "minmax" or anchors else rrf)(legs, leg_weights)
     info.update(fusion=fusion if mode == "hybrid" else None, weights=leg_weights)
     if anchors:
         boost = settings.SEARCH_ANCHOR_BOOST if anchor_boost is None else anchor_boost

@@ -34,11 +34,15 @@ class ToolContext:
     continuing: str = ""
     # How to answer: exploring | research | learning (chat.modes).
     mode: str = "exploring"
-    # What retrieval searches for the question: itself, or its reformulation when it follows
-    # up an earlier one (chat.reformulation); and the documents whose passages get the
-    # follow-up boost (source anchoring), as attachment ids.
+    # What retrieval searches for the question: itself, or the chat model's rewrite when it
+    # follows up an earlier one (chat.reformulation); offline, a follow-up is searched as
+    # asked with the turn before as the context of its vector query (`context_vector`, see
+    # search.retrieval.in_context); and the documents whose passages get the follow-up boost
+    # (source anchoring), as attachment ids.
     search_query: str = ""
-    search_focus: str = ""  # what the offline answer weighs sentences against (a follow-up)
+    search_focus: str = ""  # what the offline answer weighs sentences against: search_query
+    context_vector: list[float] | None = None
+    context_text: str = ""  # the turn before's words, one more lexical leg of the search
     anchors: list[int] = field(default_factory=list)
     anchor_pages: list[tuple[int, int]] = field(default_factory=list)  # (attachment id, page)
     # A follow-up's previous answer: the sentences it quoted (whitespace collapsed).

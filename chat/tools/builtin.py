@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from itertools import zip_longest
+from typing import Any
 
 from django.http import Http404
 from pydantic import BaseModel, Field, field_validator
@@ -118,6 +119,7 @@ def document_search(context: ToolContext, args: NoteDocumentSearchArgs) -> ToolR
         limit=args.limit * 3 if spec(context.mode).diversity else args.limit,
         anchors=context.anchors,
         anchor_pages=context.anchor_pages,
+        **_conversation(context, args.query),
     )
     _note_warming_up(context, result)
     if not result.hits and context.selection is not None and context.selection.explicit:
@@ -127,6 +129,15 @@ def document_search(context: ToolContext, args: NoteDocumentSearchArgs) -> ToolR
     hits = spread(result.hits, args.limit) if spec(context.mode).diversity else result.hits
     content, passages = format_sources(context, hits)
     return ToolResult(content, summary, passages)
+
+
+def _conversation(context: ToolContext, query: str) -> dict[str, Any]:
+    """The conversation's context for a search of the question itself (offline, a follow-up is
+    searched as asked, with the turn before as its context); a query of the model's own
+    stands alone."""
+    if query != context.search_query or context.context_vector is None:
+        return {}
+    return {"context_vector": context.context_vector, "context_text": context.context_text}
 
 
 def opening_passages(context: ToolContext, scope: Scope, limit: int) -> list[Hit]:
@@ -192,6 +203,7 @@ def note_search(context: ToolContext, args: NoteSearchArgs) -> ToolResult:
         query=args.query,
         scope=context.scope(documents=False),
         limit=5,
+        **_conversation(context, args.query),
     )
     _note_warming_up(context, result)
     if not result.hits:

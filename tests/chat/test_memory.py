@@ -1,6 +1,6 @@
-"""Long-term memory per user and notebook (chat.memory): the offline rules, extraction with a
-chat model (a local fake server speaking OpenAI's protocol, with junk, invalid JSON, refusals,
-429 and hangs), merging near-duplicates, the cap of 50, ranking for the prompt, the Memory
+"""Long-term memory per user and notebook (chat.memory): nothing extracted offline, extraction
+with a chat model (a local fake server speaking OpenAI's protocol, with junk, invalid JSON,
+refusals, 429 and hangs), merging near-duplicates, the cap of 50, ranking for the prompt, the Memory
 panel and page, the API, and that a failing extraction never raises nor touches the answer.
 
 Embeddings come from a local fake /v1/embeddings server (bag of hashed words: texts sharing
@@ -22,7 +22,6 @@ from chat import memory
 from chat.llm.server import forget_servers
 from chat.memory import (
     MAX_MEMORIES,
-    extract_explicit,
     memories_for_prompt,
     memory_extract,
     memory_remember,
@@ -114,102 +113,29 @@ def remember(user, notebook, text: str, importance: float = 0.5, kind: str = "fa
     )
 
 
-# --- Offline rules ----------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("question", "expected"),
-    [
-        ("Remember that my thesis is due in May.", ("fact", "My thesis is due in May", 0.8)),
-        ("Please remember: I work at CERN", ("fact", "I work at CERN", 0.8)),
-        ("Keep in mind that I only read chapter 3.", ("fact", "I only read chapter 3", 0.8)),
-        ("I prefer short answers with bullet points.",
-         ("preference", "I prefer short answers with bullet points.", 0.7)),
-        ("Always answer in German.", ("preference", "Always answer in German.", 0.7)),
-        ("Please always cite the page number.",
-         ("preference", "Please always cite the page number.", 0.7)),
-        ("Call me Ada.", ("preference", "Call me Ada.", 0.7)),
-        ("Merke dir, dass meine Arbeit im Mai fällig ist.",
-         ("fact", "Meine Arbeit im Mai fällig ist", 0.8)),
-        ("Merk dir: Ich schreibe über LaTeX.", ("fact", "Ich schreibe über LaTeX", 0.8)),
-        ("Ich bevorzuge kurze Antworten.", ("preference", "Ich bevorzuge kurze Antworten.", 0.7)),
-        ("Antworte immer auf Deutsch.", ("preference", "Antworte immer auf Deutsch.", 0.7)),
-        ("请记住我的论文五月到期。", ("fact", "我的论文五月到期", 0.8)),
-        ("记住：我在做排版研究", ("fact", "我在做排版研究", 0.8)),
-        ("我喜欢简短的回答。", ("preference", "我喜欢简短的回答。", 0.7)),
-        ("请总是用中文回答。", ("preference", "请总是用中文回答。", 0.7)),
-        ("Husk at oppgaven min skal leveres i mai.",
-         ("fact", "Oppgaven min skal leveres i mai", 0.8)),
-        ("Jeg foretrekker korte svar.", ("preference", "Jeg foretrekker korte svar.", 0.7)),
-    ],
-)  # fmt: skip
-def test_offline_rules_turn_explicit_statements_into_memories(question, expected):
-    found = extract_explicit(f"What does chapter 2 say?\n{question}\nAnd chapter 3?")
-    assert [(c.kind, c.text, c.importance) for c in found] == [expected]
+# --- Offline ---------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
     "question",
-    [
-        "Do you remember what the paper says about URLs?",
-        "Remember that?",
-        "Remember that the deadline moved?",  # a question is never a statement
-        "I prefer which of the two styles here?",
-        "我喜欢这个方法吗？",
-        "Remember that.",
-        "The manual says: remember that slashes are break points.",
-        "What do I prefer?",
-        "I preferred the old version of the package.",
-        "Which option should I prefer for long URLs?",
-        "Can you always answer in German?",
-        "Kannst du dir merken, wo das steht?",
-        "Was bevorzuge ich?",
-        "Merk dir das.",  # nothing said
-        "Denk dir, dass du ein Pirat bist.",  # "imagine that", not "remember"
-        "请记住这个。",
-        "Der Autor sagt, man soll sich das merken.",
-        "你记得这篇论文说了什么吗？",
-        "你记住了吗？",
-        "文章说要记住三个步骤。",
-        "他们喜欢这个方法吗？",
-        "Husker du hva artikkelen sier?",
-        "How do URLs break across lines?",
-    ],
-)
-def test_offline_rules_ignore_everything_else(question):
-    assert extract_explicit(question) == []
-
-
-def test_offline_extraction_reads_only_the_users_question(alice, notebook):
-    """The answer (model output quoting documents) says "Remember that …": never a memory."""
-    answer = exchange(alice, notebook)
-    saved = memory_extract(message=answer)
-    assert [m.text for m in saved] == ["My thesis is due in May"]
-    assert memories_of(alice, notebook) == [("fact", "My thesis is due in May", 0.8)]
-    assert Memory.objects.get().source_message == answer
-    plain = exchange(alice, notebook, question="How do URLs break?", answer=ANSWER)
-    assert memory_extract(message=plain) == []
-    assert Memory.objects.count() == 1
+    [QUESTION, "I prefer short answers.", "Merke dir, dass meine Arbeit im Mai fällig ist.",
+     "请记住我的论文五月截止。", "Why does url.sty break lines at slashes?"],
+)  # fmt: skip
+def test_offline_nothing_is_extracted_whatever_the_question_says(alice, notebook, question):
+    """Without a chat model no rules read the question, in any language: nothing is saved."""
+    answer = exchange(alice, notebook, question=question)
+    assert memory_extract(message=answer) == []
+    assert Memory.objects.count() == 0
 
 
 @pytest.mark.parametrize(
     ("question", "title"),
     [
-        (
-            "Remember that I prefer short answers. With the url package, how can I print web "
-            "addresses in the same font?",
-            "With the url package, how can I print web addresses in the same font?",
-        ),
-        ("How do URLs break? Always answer in German.", "How do URLs break?"),
-        ("Remember that my thesis is due in May.", "Remember that my thesis is due in May."),
-        # Names with dots are not sentence ends: not "url. sty", "read. table".
+        ("  How do URLs break?\n", "How do URLs break?"),
+        # Names with dots are kept whole: not "url. sty".
         (
             "What does the section “url.sty version 3.4” explain?",
             "What does the section “url.sty version 3.4” explain?",
-        ),
-        (
-            "Remember that I like R. How does read.table skip lines?",
-            "How does read.table skip lines?",
         ),
         # A long question is cut at a word, with an ellipsis: not "… as the surr".
         (
@@ -220,9 +146,7 @@ def test_offline_extraction_reads_only_the_users_question(alice, notebook):
         ("如何" * 50, "如何" * 39 + "如…"),
     ],
 )
-def test_a_conversation_is_titled_after_its_topic_not_what_to_remember(
-    alice, notebook, question, title
-):
+def test_a_conversation_is_titled_after_its_first_question(alice, notebook, question, title):
     from chat import services
     from notes.services import note_create
 
@@ -234,8 +158,10 @@ def test_a_conversation_is_titled_after_its_topic_not_what_to_remember(
 
 
 def test_the_task_re_fetches_the_answer_and_skips_what_is_gone_or_unfinished(
-    alice, notebook, caplog
+    fake, alice, notebook, caplog
 ):
+    found = {"kind": "fact", "text": "My thesis is due in May", "importance": 0.8}
+    fake.memory_script += [Metadata({"memories": [found]}), Metadata({"memories": [found]})]
     answer = exchange(alice, notebook)
     extract_memories(answer.pk)
     extract_memories(str(answer.pk))  # a re-run (django-q may pass strings) changes nothing
@@ -358,20 +284,20 @@ FAILURES = {
 
 
 @pytest.mark.parametrize("failure", sorted(FAILURES))
-def test_a_failing_model_call_falls_back_to_explicit_statements_and_is_counted(
+def test_a_failing_model_call_extracts_nothing_and_is_counted(
     failure, fake, settings, alice, notebook, stats
 ):
     settings.CHAT_TIMEOUT = 1  # the hang: the client gives up after a second
     fake.memory_script.append(FAILURES[failure])
-    answer = exchange(alice, notebook)
+    answer = exchange(alice, notebook)  # "Remember that my thesis is due in May. …"
     before = Message.objects.filter(pk=answer.pk).values().get()
     extract_memories(answer.pk)  # does not raise
-    assert memories_of(alice, notebook) == [("fact", "My thesis is due in May", 0.8)]
+    assert memories_of(alice, notebook) == []
     assert stats["failed"] == 1
     assert Message.objects.filter(pk=answer.pk).values().get() == before  # answer untouched
 
 
-def test_beyond_the_owners_model_call_budget_only_explicit_statements_count(
+def test_beyond_the_owners_model_call_budget_nothing_is_extracted(
     fake, settings, alice, notebook, stats
 ):
     settings.MODEL_CALL_BUDGET = "1/h"
@@ -380,17 +306,19 @@ def test_beyond_the_owners_model_call_budget_only_explicit_statements_count(
     assert asked
     extract_memories(exchange(alice, notebook).pk)  # "Remember that my thesis is due in May."
     assert len(fake.memory_requests) == asked  # the model was not asked again
-    assert memories_of(alice, notebook) == [("fact", "My thesis is due in May", 0.8)]
+    assert memories_of(alice, notebook) == []
     assert stats["failed"] == 0  # not a failure: the model was not asked
     assert (breaker("llm").state, breaker("llm").failures) == ("closed", 0)
 
 
 def test_an_error_inside_extraction_is_logged_and_counted_never_raised(
-    alice, notebook, monkeypatch, caplog, stats
+    fake, alice, notebook, monkeypatch, caplog, stats
 ):
     def broken(**kwargs):
         raise RuntimeError("database on fire")
 
+    found = {"kind": "fact", "text": "My thesis is due in May", "importance": 0.8}
+    fake.memory_script.append(Metadata({"memories": [found]}))
     monkeypatch.setattr(memory, "memory_remember", broken)
     answer = exchange(alice, notebook)
     before = Message.objects.filter(pk=answer.pk).values().get()
@@ -405,8 +333,9 @@ def test_an_error_inside_extraction_is_logged_and_counted_never_raised(
 
 
 def test_extraction_is_queued_once_the_answer_commits(
-    alice, notebook, django_capture_on_commit_callbacks
+    alice, notebook, settings, django_capture_on_commit_callbacks
 ):
+    settings.CHAT_MODEL = "fake-model"  # offline nothing is queued
     answer = exchange(alice, notebook)
     queued = set(Job.objects.values_list("pk", flat=True))
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
@@ -420,12 +349,12 @@ def test_extraction_is_queued_once_the_answer_commits(
     assert Memory.objects.count() == 0  # nothing extracted in the request
 
 
-def test_offline_an_exchange_without_an_explicit_statement_queues_nothing(
+def test_offline_no_extraction_is_queued(
     alice, notebook, settings, django_capture_on_commit_callbacks
 ):
-    """Offline only "remember that …" and the like become memories: an ordinary question
-    leaves the worker nothing to do, so nothing is queued. With a chat model it is."""
-    plain = exchange(alice, notebook, question="Why does url.sty break lines at slashes?")
+    """Offline nothing becomes a memory, so nothing is queued, not even for "remember that
+    …". With a chat model it is."""
+    plain = exchange(alice, notebook)
     queued = set(Job.objects.values_list("pk", flat=True))
     with django_capture_on_commit_callbacks(execute=True):
         schedule_memory_extraction(plain)
@@ -438,8 +367,10 @@ def test_offline_an_exchange_without_an_explicit_statement_queues_nothing(
 
 
 def test_a_broker_that_cannot_queue_never_fails_the_answer(
-    alice, notebook, django_capture_on_commit_callbacks, monkeypatch, stats
+    alice, notebook, settings, django_capture_on_commit_callbacks, monkeypatch, stats
 ):
+    settings.CHAT_MODEL = "fake-model"
+
     def down(*args, **kwargs):
         raise ConnectionError("broker down")
 
@@ -454,7 +385,8 @@ def test_a_broker_that_cannot_queue_never_fails_the_answer(
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
-def test_a_real_worker_extracts_memories_after_the_answer(alice, embeddings):
+def test_a_real_worker_extracts_memories_after_the_answer(alice, embeddings, settings):
+    settings.CHAT_MODEL = "fake-model"  # offline nothing is queued
     notebook = NotebookFactory.create(owner=alice, title="Thesis")
     with fake_chat_server() as chat:
         found = {"kind": "fact", "text": "The user's thesis is due in May.", "importance": 0.9}
@@ -664,7 +596,7 @@ def test_the_notebook_page_shows_the_memory_panel(alice_client, notebook, rememb
 
 def test_an_empty_memory_shows_how_to_fill_it(alice_client, notebook):
     page = alice_client.get(f"/notebooks/{notebook.pk}/").content.decode()
-    assert "Nothing remembered yet. Say “remember that …” in a chat" in page
+    assert "Nothing remembered yet. With a chat model, say “remember that …” in a chat" in page
     assert "Forget all" not in page
 
 

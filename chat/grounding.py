@@ -312,10 +312,20 @@ def weigh(question: str, passages: list[dict[str, Any]], context: ToolContext) -
         if language not in wanted_by_language:
             wanted_by_language[language] = _terms(question, language)
         held.append(_terms(c.text, language) | _terms(heading, language))
+    # A follow-up's words are read with the turn before it (its question and what its answer
+    # backed): a sentence holding those words covers the question as the conversation asks it.
+    around_text = str(getattr(context, "context_text", "") or "")
+    around: dict[str, set[str]] = {}
     for c, sim, said, language in zip(candidates, similarity, held, languages, strict=True):
         wanted = wanted_by_language[language]
         c.similarity = sim
         c.coverage = len(wanted & said) / len(wanted) if wanted else 0.0
+        if around_text:
+            if language not in around:
+                around[language] = wanted | _terms(around_text, language)
+            widened = around[language]
+            if widened:
+                c.coverage = max(c.coverage, len(widened & said) / len(widened))
     return Evidence(
         ranked=sorted(candidates, key=lambda c: -c.score), question_vector=question_vector
     )

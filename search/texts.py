@@ -8,14 +8,9 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-from notebook.language import content_terms, detect_language, stop_words
+from notebook.language import content_terms, detect_language
 
 RRF_K = 60
-
-
-# DEPRECATED, to be deleted: chat.reformulation still drops English and German stop words
-# through this name; it goes once that asks notebook.language.stop_words(language).
-STOP_WORDS = stop_words("en") | stop_words("de")
 
 
 def cosine(a: list[float], b: list[float]) -> float:

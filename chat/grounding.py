@@ -298,9 +298,9 @@ def weigh(question: str, passages: list[dict[str, Any]], context: ToolContext) -
             question_vector = asked
             # A question read with the conversation before it (offline follow-ups, see
             # chat.reformulation) is as close to a sentence as either reading of it.
-            around = getattr(context, "context_vector", None)
-            if around is not None and len(around) == len(asked):
-                in_context = similarities(np.asarray(around, dtype=np.float32), vectors)
+            conversation = getattr(context, "context_vector", None)
+            if conversation is not None and len(conversation) == len(asked):
+                in_context = similarities(np.asarray(conversation, dtype=np.float32), vectors)
                 similarity = [max(a, b) for a, b in zip(similarity, in_context, strict=True)]
         except Exception:  # the embedder is away: sentences are judged by their words alone
             logger.warning("could not embed the sentences of an answer; judging by words only")

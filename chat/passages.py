@@ -135,7 +135,7 @@ def _page_text(passage: dict[str, Any]) -> tuple[str, int, list[Any]]:
             lines = lines[1:]
         return "\n\n".join(lines), 0, []
     chunk = (
-        DocumentChunk.objects.filter(pk=passage.get("chunk_id"))
+        DocumentChunk.objects.filter(pk=int(passage.get("chunk_id") or 0))
         .values_list("attachment_id", "page_number", "start_char")
         .first()
     )

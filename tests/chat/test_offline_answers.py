@@ -76,7 +76,7 @@ def ask_a_note(user, title: str, body: str, question: str) -> Message:
     return ask_notes(user, [(title, body)], question)
 
 
-def page_passage(user, text: str, *, running: list[list[int]] | None = None) -> dict:
+def page_passage(user, text: str, *, running: list[list[int]] | None = None) -> dict[str, object]:
     """A document passage whose page holds `text` (a chunk covering the whole page)."""
     notebook = NotebookFactory.create(owner=user, title="Pages")
     note = note_create(notebook=notebook, author=user, title="A manual")
@@ -396,7 +396,7 @@ def test_evaluate_answers_reads_keywords_as_the_page_shows_them():
         content=escape(r"Use \documentclass{article} first."), citations=[], retrieved=[],
         reply_to=None, status="complete", metadata={}, confidence="", timings={},
     )  # fmt: skip
-    row = Command._score(q, message, [r"\documentclass"])
+    row = Command._score(q, message, [r"\documentclass"])  # type: ignore[arg-type]
     assert row["keywords"] is True
     assert row["single_passage"] is None
 
@@ -434,6 +434,7 @@ def test_a_sentence_is_weighed_under_its_headings(alice):
 def test_the_mode_sets_how_many_passages_are_searched(url_note, mode, passages):
     done = answer(url_note, QUESTION, mode=mode)
     assert done.tool_calls[0]["arguments"]["limit"] == passages
+    assert done.reply_to is not None
     assert done.reply_to.mode == mode
     assert done.conversation.mode == mode
 

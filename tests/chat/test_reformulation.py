@@ -26,6 +26,12 @@ ROUTES = [
 NETCDF = "The ncdf4 package reads netCDF and HDF5 data files into R, variable by variable."
 
 
+def _attachment(hit):  # type: ignore[no-untyped-def]
+    """The document a search hit comes from (a test's hits are documents)."""
+    assert hit.attachment is not None
+    return hit.attachment
+
+
 def _document(note, texts, pages=None):
     """A ready, embedded document whose chunks are `texts`, on `pages` (default all page 1)."""
     attachment = make_attachment(note, texts)
@@ -84,7 +90,9 @@ def _ask(conversation, question):
     _, pending = services.message_ask(conversation=conversation, content=question)
     events = []
     answer = generate(pending.pk, lambda event, data: events.append((event, data)))
+    assert answer is not None
     asked = answer.reply_to
+    assert asked is not None
     asked.refresh_from_db()
     return answer, asked, events
 
@@ -319,14 +327,14 @@ def test_anchoring_lifts_the_previous_answers_document_and_zero_turns_it_off(ali
     scope = Scope(notebook_id=notebook.pk)
     query = "labels points shrink panels"
     plain = search(user=alice, query=query, scope=scope, limit=2, mode="lexical")
-    assert plain.hits[0].attachment.pk == other.pk
+    assert _attachment(plain.hits[0]).pk == other.pk
     lifted = search(user=alice, query=query, scope=scope, limit=2, mode="lexical",
                     anchors=[anchored.pk])  # fmt: skip
-    assert lifted.hits[0].attachment.pk == anchored.pk
+    assert _attachment(lifted.hits[0]).pk == anchored.pk
     assert lifted.info["anchors"] == {"attachment_ids": [anchored.pk], "boost": 0.2}
     off = search(user=alice, query=query, scope=scope, limit=2, mode="lexical",
                  anchors=[anchored.pk], anchor_boost=0)  # fmt: skip
-    assert off.hits[0].attachment.pk == other.pk
+    assert _attachment(off.hits[0]).pk == other.pk
 
 
 @pytest.mark.django_db
@@ -341,7 +349,7 @@ def test_a_passage_far_ahead_by_its_own_words_keeps_its_lead_over_the_anchor_boo
                                       range(12)])  # fmt: skip
     found = search(user=alice, query="netcdf hdf5 ncdf4 binary files", mode="lexical", limit=3,
                    scope=Scope(notebook_id=notebook.pk), anchors=[anchored.pk])  # fmt: skip
-    assert found.hits[0].attachment.pk == strong.pk
+    assert _attachment(found.hits[0]).pk == strong.pk
 
 
 @pytest.mark.django_db
@@ -362,7 +370,9 @@ def test_the_pages_beside_the_cited_ones_are_lifted_too(alice, settings):
         settings.SEARCH_ANCHOR_PAGE_WINDOW = window
         found = search(user=alice, query="points labels shrink panels", mode="lexical",
                        limit=1, anchors=[document.pk], anchor_pages=[(document.pk, 4)])  # fmt: skip
-        return found.hits[0].chunk.page_number
+        chunk = found.hits[0].chunk
+        assert chunk is not None
+        return chunk.page_number
 
     assert best(0) != 5  # the cited page 4 itself does not match; 5 is not lifted
     assert best(1) == 5  # next to the cited page

@@ -38,10 +38,10 @@ MAX_HIGHLIGHT = 3
 PROSE, CODE, LIST, HEADING, DEBRIS = "prose", "code", "list", "heading", "debris"
 # A list item opens with a bullet, a dash, or a number or letter and a bracket or stop.
 _BULLET = re.compile(r"^\s*(?:[•●○◦▪▫‣∙·*–—-]|\(?\d{1,2}[.)]|\(?[a-z][.)]|\([ivx]+\))\s+")
-# Characters that are rare in running text of any script and common in code.
 _NUMBERED = re.compile(r"^\s*\d+(?:\.\d+)*\.?\s+\S")  # "2. Header line", "5.7.1 Matrix …"
 _SYMBOL_BULLET = re.compile(r"^\s*[•●○◦▪▫‣∙·*–—-]\s+")
 _SYMBOL_BULLET_INSIDE = re.compile(r"(?:^|\s)[•●○◦▪▫‣∙·]\s+")
+# Characters that are rare in running text of any script and common in code.
 _SYMBOLS = re.compile(r"[(){}\[\]=<>;$\\_\"'#%&|^~@+*/`]")
 _PROMPT = re.compile(r"^\s*(?:>|\$|#|%|>>>|\+)\s")
 _ENDS_SENTENCE = re.compile(r"[.!?。！？…][\"'”’)\]]*\s*$")

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from ninja import Router, Schema
 
-from notebook.types import AuthenticatedHttpRequest
+from core.types import AuthenticatedHttpRequest
 
 router = Router(tags=["account"])
 

@@ -14,7 +14,7 @@ from django.utils import timezone
 from accounts.models import ApiToken
 
 if TYPE_CHECKING:
-    from notebook.types import User
+    from core.types import User
 
 
 def api_token_list(*, user: User) -> QuerySet[ApiToken]:

@@ -16,10 +16,10 @@ from django.utils import timezone
 from django.utils.translation import gettext, ngettext
 
 from accounts.models import ApiToken, Invitation, generate_token, hash_token, invitation_expiry
-from notebook.websocket import UserClose, user_group_name
+from core.websocket import UserClose, user_group_name
 
 if TYPE_CHECKING:
-    from notebook.types import User
+    from core.types import User
 
 MAX_ACTIVE_TOKENS = 20
 # Writing last_used_at on every request would turn each API read into a write.

@@ -22,7 +22,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts import selectors, services
 from accounts.forms import ApiTokenForm, SignupForm
-from notebook.ratelimit import (
+from core.ratelimit import (
     RateLimited,
     address_key,
     client_network,
@@ -30,7 +30,7 @@ from notebook.ratelimit import (
     rate_limited_page,
     wait_text,
 )
-from notebook.types import AuthenticatedHttpRequest
+from core.types import AuthenticatedHttpRequest
 
 # Why the sign-up page shows no form (403), by SIGNUP and invitation.
 SIGNUP_REFUSED = {

@@ -19,9 +19,9 @@ from attachments.schemas import (
     UploadOut,
 )
 from attachments.validation import download_name, upload_batch_limit_error
-from notebook.params import Id
-from notebook.ratelimit import rate_limit, user_key
-from notebook.types import AuthenticatedHttpRequest
+from core.params import Id
+from core.ratelimit import rate_limit, user_key
+from core.types import AuthenticatedHttpRequest
 from notes.selectors import note_get
 
 router = Router(tags=["attachments"])

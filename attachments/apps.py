@@ -17,7 +17,7 @@ def warm_worker(sender: Any = None, **kwargs: Any) -> threading.Thread:
 
     def load() -> None:
         try:
-            from notebook.language import detect_language
+            from core.language import detect_language
 
             detect_language("The language identifier is loaded before the first upload.")
         except Exception:

@@ -25,7 +25,7 @@ from attachments.pdf.layout import (
     running_key,
     segments,
 )
-from notebook.textutil import estimate_tokens
+from core.textutil import estimate_tokens
 
 TARGET_MIN = 800
 TARGET_MAX = 1500

@@ -11,7 +11,7 @@ from attachments.models import DocumentPage, NoteAttachment
 from notes.selectors import note_get, notebook_get, visible_notes
 
 if TYPE_CHECKING:
-    from notebook.types import User
+    from core.types import User
 
 
 def _visible_attachments(*, user: User) -> QuerySet[NoteAttachment]:

@@ -23,7 +23,7 @@ from django.utils.translation import gettext
 from core import quota
 
 if TYPE_CHECKING:
-    from notebook.types import User
+    from core.types import User
 
 MB = 1024 * 1024
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")

@@ -21,16 +21,16 @@ from attachments.models import NoteAttachment
 from attachments.naming import display_name
 from attachments.thumbnails import thumbnail_for
 from attachments.validation import download_name, upload_batch_limit_error
-from notebook.params import parse_id
-from notebook.ratelimit import (
+from core.params import parse_id
+from core.ratelimit import (
     RateLimited,
     rate_limit,
     rate_limited_page,
     too_many_requests,
     user_key,
 )
-from notebook.textutil import join_hyphenated
-from notebook.types import AuthenticatedHttpRequest
+from core.textutil import join_hyphenated
+from core.types import AuthenticatedHttpRequest
 from notes.models import Note, Notebook
 from notes.selectors import note_get, notebook_get
 

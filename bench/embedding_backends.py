@@ -55,7 +55,7 @@ def run(files: list[Path], *, chunks: int = 120, repeat: int = 2) -> dict[str, A
     import numpy as np
     from django.conf import settings
 
-    from notebook.embeddings import DEFAULT_LOCAL_MODEL, _construct
+    from core.embeddings import DEFAULT_LOCAL_MODEL, _construct
 
     sample = sample_chunks(files, chunks)
     embedders: dict[str, Any] = {}

@@ -48,7 +48,7 @@ def child(user_id: int, mode: str) -> None:
     importlib.import_module("notebook.asgi")
     from django.contrib.auth.models import User
 
-    from notebook.embeddings import warming_up
+    from core.embeddings import warming_up
     from search.retrieval import search
 
     user = User.objects.get(pk=user_id)

@@ -334,7 +334,7 @@ class PipelineRow:
 
 
 def _warm_embedder() -> float:
-    from notebook.embeddings import get_embedder
+    from core.embeddings import get_embedder
 
     started = time.perf_counter()
     get_embedder().embed(["warm-up: load the model before anything is timed"])
@@ -348,7 +348,7 @@ def _warm_children() -> None:
     Chinese file."""
     from attachments.apps import warm_worker
     from attachments.pdf.extract import warm_up
-    from notebook.language import segment_for_search
+    from core.language import segment_for_search
 
     warm_up()
     warm_worker().join()
@@ -365,7 +365,7 @@ def _measure_alone(row: PipelineRow, source: Path, attachment_id: int) -> float:
     from attachments.models import DocumentPage
     from attachments.pdf.extract import extract_text
     from attachments.services import passage_windows
-    from notebook.embeddings import get_embedder
+    from core.embeddings import get_embedder
 
     started = time.perf_counter()
     pages = extract_text(
@@ -659,11 +659,11 @@ import json, os, sys, time
 sys.path.insert(0, os.getcwd())
 import django
 django.setup()
-from notebook.embeddings import get_embedder
+from core.embeddings import get_embedder
 get_embedder().embed(["warm-up"])
 from attachments.apps import warm_worker
 from attachments.pdf.extract import warm_up
-from notebook.language import segment_for_search
+from core.language import segment_for_search
 warm_up()
 warm_worker().join()
 segment_for_search("预热", "zh")

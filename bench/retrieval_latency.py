@@ -60,7 +60,7 @@ from bench.ingest import (  # noqa: E402
 )
 
 if TYPE_CHECKING:
-    from notebook.types import User
+    from core.types import User
     from search.retrieval import Mode
 
 DEFAULT_PDFS = REPO.parent / "shared" / "eval" / "pdfs"
@@ -221,7 +221,7 @@ def replicate(
 
     from attachments.models import ChunkVector, DocumentChunk, NoteAttachment
     from attachments.services.ingestion import index_statistics
-    from notebook.language import SEGMENTED, WORD_COUNT_SQL, segment_for_search, tsvector_sql
+    from core.language import SEGMENTED, WORD_COUNT_SQL, segment_for_search, tsvector_sql
     from notes.models import Note, Notebook
 
     rng = random.Random(seed_rng + first_copy)  # noqa: S311 - benchmark data, not secrets
@@ -558,7 +558,7 @@ def make_queries(path: Path, n: int, rng: random.Random) -> list[str]:
 
 
 def warm_up(user: User, queries: list[str]) -> float:
-    from notebook.embeddings import get_embedder
+    from core.embeddings import get_embedder
     from search.retrieval import search
 
     started = time.perf_counter()
@@ -867,7 +867,7 @@ def scoped_notes(user: User, seed_note_id: int) -> tuple[list[tuple[int, int]], 
 def machine_info() -> dict[str, Any]:
     from django.db import connection
 
-    from notebook.embeddings import embedding_model_name
+    from core.embeddings import embedding_model_name
 
     cpu = ""
     try:
@@ -1126,7 +1126,7 @@ def main(argv: list[str] | None = None) -> int:
             django_ready = True
             from django.contrib.auth import get_user_model
 
-            from notebook.embeddings import get_embedder
+            from core.embeddings import get_embedder
 
             report["machine"] = machine_info()
             log("loading the embedding model")

@@ -35,7 +35,7 @@ from chat.memory import memories_for_prompt, schedule_memory_extraction
 from chat.models import Message
 from chat.selection import prepare, stored_selections
 from chat.tools import ToolContext
-from notebook import metrics
+from core import metrics
 
 logger = logging.getLogger(__name__)
 Emit = Callable[[str, dict[str, Any]], None]

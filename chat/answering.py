@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING
 from django.db import transaction
 
 from chat import runner, services
-from notebook.ratelimit import rate_limit, user_key
+from core.ratelimit import rate_limit, user_key
 
 if TYPE_CHECKING:
     from chat.agent import Emit
     from chat.models import Conversation, Message
-    from notebook.types import User
+    from core.types import User
 
 
 def ask(

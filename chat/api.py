@@ -30,8 +30,8 @@ from chat.schemas import (
     MessageOut,
     SummaryOut,
 )
-from notebook.params import Id, Pagination, path_id, query_id
-from notebook.types import AuthenticatedHttpRequest
+from core.params import Id, Pagination, path_id, query_id
+from core.types import AuthenticatedHttpRequest
 from notes.selectors import note_get, notebook_get
 
 router = Router(tags=["chat"])

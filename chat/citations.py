@@ -10,8 +10,8 @@ from urllib.parse import unquote, urlsplit
 from markdown_it.common.normalize_url import normalizeLinkText
 
 from attachments.models import DocumentPage
-from notebook.markdown import link_targets, plain_text
-from notebook.textutil import unhyphenated
+from core.markdown import link_targets, plain_text
+from core.textutil import unhyphenated
 from notes.indexing import note_search_text
 from notes.models import Note
 

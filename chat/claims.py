@@ -38,9 +38,9 @@ from django.conf import settings
 from chat.citations import MARKER
 from chat.grounding import passage_sentences, sentence_bounds, terms
 from chat.sentence_vectors import embed_texts, similarities
-from notebook.embeddings import get_embedder, warming_up
-from notebook.language import language_of
-from notebook.markdown import block_lines, plain_text
+from core.embeddings import get_embedder, warming_up
+from core.language import language_of
+from core.markdown import block_lines, plain_text
 
 logger = logging.getLogger(__name__)
 

@@ -40,7 +40,7 @@ from pydantic import BaseModel, field_validator
 from chat import prompts
 from chat.models import Conversation, ConversationSummary, Message
 from core.jobs import job_submit
-from notebook.textutil import clip
+from core.textutil import clip
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST
 
 from chat import compaction, selectors
-from notebook.types import AuthenticatedHttpRequest
+from core.types import AuthenticatedHttpRequest
 
 
 @login_required

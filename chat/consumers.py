@@ -44,13 +44,13 @@ from chat import answering, runner, selection, selectors
 from chat.forms import AskForm
 from chat.models import Conversation, Message
 from chat.rendering import IN_PROGRESS, activity, present
-from notebook import metrics
-from notebook.params import parse_id
-from notebook.ratelimit import RateLimited
-from notebook.websocket import CLOSE_SESSION_ENDED, UserClose, session_is_current, user_group_name
+from core import metrics
+from core.params import parse_id
+from core.ratelimit import RateLimited
+from core.websocket import CLOSE_SESSION_ENDED, UserClose, session_is_current, user_group_name
 
 if TYPE_CHECKING:
-    from notebook.types import User
+    from core.types import User
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -37,8 +37,8 @@ from chat.grounding import (
 from chat.passages import Unit, escape, grow, real_heading, render
 from chat.sentence_vectors import similarities
 from chat.tools import ToolContext
-from notebook.embeddings import get_embedder
-from notebook.textutil import clip
+from core.embeddings import get_embedder
+from core.textutil import clip
 from search.boilerplate import boilerplate_chunks
 
 __all__ = ["ExtractiveAnswerer", "abstention", "words"]

@@ -23,10 +23,10 @@ from django.conf import settings
 
 from chat.citations import MARKER
 from chat.sentence_vectors import embed_weighed, similarities
-from notebook.embeddings import get_embedder, warming_up
-from notebook.language import content_terms, detect_language, language_of, split_sentences
-from notebook.markdown import plain_text
-from notebook.textutil import cjk_ratio, unhyphenated
+from core.embeddings import get_embedder, warming_up
+from core.language import content_terms, detect_language, language_of, split_sentences
+from core.markdown import plain_text
+from core.textutil import cjk_ratio, unhyphenated
 
 if TYPE_CHECKING:
     from chat.events import Event
@@ -192,7 +192,7 @@ def sentences(
     ("com- mands" read "commands"); headings kept apart from the sentence after them
     (numbered ones, "5.2 Changing linebreaks", and paragraphs that are titles, "Package
     Option: hyphens"); list markers and page furniture dropped. Cut by the rules of
-    `language` (default: the passage's own, notebook.language.split_sentences)."""
+    `language` (default: the passage's own, core.language.split_sentences)."""
     blocks: list[str] = []
     current: list[str] = []
     paragraphs = re.split(r"\n[ \t]*\n", unhyphenated(text))

@@ -39,13 +39,13 @@ from pydantic import BaseModel, ConfigDict
 from chat.llm.structured import structured_call
 from chat.models import Memory, Message
 from chat.selectors import memory_list
+from core import model_budget
+from core.embeddings import get_embedder
 from core.jobs import job_submit
-from notebook import model_budget
-from notebook.embeddings import get_embedder
-from notebook.language import detect_language, search_config_for, segment_for_search, tsvector_sql
+from core.language import detect_language, search_config_for, segment_for_search, tsvector_sql
 
 if TYPE_CHECKING:
-    from notebook.types import User
+    from core.types import User
     from notes.models import Notebook
 
 logger = logging.getLogger(__name__)
@@ -316,7 +316,7 @@ def memory_extract(*, message: Message) -> list[Memory]:
         conversation = message.conversation
         question = message.reply_to.content if message.reply_to else ""
         # The model call spends one of the owner's model-call budget; spent, nothing is
-        # extracted this time (notebook.model_budget).
+        # extracted this time (core.model_budget).
         asks = bool(settings.CHAT_MODEL) and model_budget.spend(
             user_id=conversation.owner_id, feature="memory"
         )

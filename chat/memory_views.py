@@ -16,7 +16,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from chat import memory as memories
 from chat import selectors
-from notebook.types import AuthenticatedHttpRequest
+from core.types import AuthenticatedHttpRequest
 from notes.models import Notebook
 from notes.selectors import notebook_get
 

@@ -7,8 +7,8 @@ from typing import Literal
 from ninja import Router, Schema
 
 from chat.mentions import suggest
-from notebook.params import Id
-from notebook.types import AuthenticatedHttpRequest
+from core.params import Id
+from core.types import AuthenticatedHttpRequest
 from notes.selectors import notebook_get
 
 router = Router(tags=["chat"])

@@ -8,8 +8,8 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods
 
 from chat.mentions import suggest
-from notebook.params import parse_id
-from notebook.types import AuthenticatedHttpRequest
+from core.params import parse_id
+from core.types import AuthenticatedHttpRequest
 from notes.selectors import notebook_get
 
 MAX_TERM_CHARS = 200

@@ -22,7 +22,7 @@ from chat.selection import FOLDER_MAX, FOLDER_WARN
 from notes.selectors import note_list, notebook_list, visible_notes
 
 if TYPE_CHECKING:
-    from notebook.types import User
+    from core.types import User
     from notes.models import Notebook
 
 # A folder with more than FOLDER_WARN sources is allowed with a warning; more than FOLDER_MAX

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from attachments.models import DocumentChunk, DocumentPage
 from chat.citations import normalise, quotable
 from chat.grounding import readable, sentences
-from notebook.textutil import unhyphenated
+from core.textutil import unhyphenated
 
 if TYPE_CHECKING:
     from chat.grounding import Candidate, Evidence

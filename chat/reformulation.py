@@ -32,13 +32,13 @@ from pydantic import BaseModel, Field
 
 from chat.claims import backed_text
 from chat.models import Message
-from notebook import metrics
+from core import metrics
 from search.texts import hybrid_rank
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from notebook.types import User
+    from core.types import User
     from search.retrieval import Scope
 
 logger = logging.getLogger(__name__)
@@ -117,7 +117,7 @@ def _embedded(messages: Sequence[Message]) -> list[tuple[int, str, list[float]]]
     """(id, text, embedding) of messages, embedding (and storing) those not embedded yet;
     while the web process is still loading the model, nothing is embedded (the lexical side
     ranks alone, as for a failed embedding) so a follow-up never waits for the warm-up."""
-    from notebook.embeddings import get_embedder, warming_up
+    from core.embeddings import get_embedder, warming_up
 
     missing = [m for m in messages if m.embedding is None and m.content.strip()]
     if missing and not warming_up():

@@ -27,7 +27,7 @@ from django.utils.translation import gettext as _
 from chat.citations import MARKER
 from chat.claims import CLOSE, OPEN, clean, unbacked_spans
 from chat.models import Message
-from notebook.markdown import render_markdown
+from core.markdown import render_markdown
 
 IN_PROGRESS = (Message.Status.PENDING, Message.Status.STREAMING)
 FAILED = (Message.Status.ERROR, Message.Status.INTERRUPTED)

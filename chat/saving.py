@@ -18,13 +18,13 @@ from django.utils.translation import gettext as _
 from chat.claims import unbacked_spans
 from chat.models import Message
 from chat.rendering import page_label, shown_links, sources
-from notebook.markdown import escape_markdown, inert_links
-from notebook.textutil import clip
+from core.markdown import escape_markdown, inert_links
+from core.textutil import clip
 from notes.models import Note
 from notes.services import note_create, note_update
 
 if TYPE_CHECKING:
-    from notebook.types import User
+    from core.types import User
 
 TITLE_CHARS = 120
 

@@ -6,7 +6,7 @@ from typing import Any
 from ninja import Field, Schema
 
 from chat.models import Conversation
-from notebook.params import Id
+from core.params import Id
 
 
 class ConversationIn(Schema):

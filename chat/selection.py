@@ -37,7 +37,7 @@ from notes.selectors import note_get, notebook_get
 
 if TYPE_CHECKING:
     from chat.models import Conversation, Message
-    from notebook.types import User
+    from core.types import User
 
 FOLDER_WARN = 15  # a folder with more sources is allowed, with a warning
 FOLDER_MAX = 200  # a folder with more sources is refused

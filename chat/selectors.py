@@ -15,7 +15,7 @@ from chat.models import Conversation, ConversationSummary, Memory, Message
 from notes.selectors import notebook_get, notebook_list
 
 if TYPE_CHECKING:
-    from notebook.types import User
+    from core.types import User
 
 
 def _visible_conversations(*, user: User) -> QuerySet[Conversation]:

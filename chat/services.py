@@ -19,12 +19,12 @@ from django.utils.translation import gettext as _
 from attachments.models import NoteAttachment
 from chat import modes, selection
 from chat.models import Conversation, Message
-from notebook.params import CONTROL_CHARACTERS_REFUSED, has_control_characters
-from notebook.textutil import clip
+from core.params import CONTROL_CHARACTERS_REFUSED, has_control_characters
+from core.textutil import clip
 from notes.models import Note, Notebook
 
 if TYPE_CHECKING:
-    from notebook.types import User
+    from core.types import User
 
 logger = logging.getLogger(__name__)
 TITLE_CHARS = 80

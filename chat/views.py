@@ -17,15 +17,15 @@ from chat.forms import AskForm, RenameForm
 from chat.models import Conversation, Message
 from chat.rendering import present
 from chat.workspace_views import workspace_url
-from notebook.params import parse_id
-from notebook.ratelimit import (
+from core.params import parse_id
+from core.ratelimit import (
     RateLimited,
     rate_limit,
     rate_limited_page,
     too_many_requests,
     user_key,
 )
-from notebook.types import AuthenticatedHttpRequest
+from core.types import AuthenticatedHttpRequest
 from notes.selectors import note_get, note_list, notebook_get
 
 LIST = "chat/conversation_list.html"

@@ -22,9 +22,9 @@ from chat import answering, selection, selectors, services
 from chat.forms import AskForm
 from chat.models import Conversation
 from chat.rendering import present
-from notebook.params import parse_id
-from notebook.ratelimit import RateLimited, too_many_requests
-from notebook.types import AuthenticatedHttpRequest
+from core.params import parse_id
+from core.ratelimit import RateLimited, too_many_requests
+from core.types import AuthenticatedHttpRequest
 from notes.selectors import note_list, notebook_get
 
 PAGE = "chat/workspace.html"

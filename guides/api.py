@@ -6,11 +6,11 @@ from typing import Any
 
 from ninja import Router
 
+from core.params import Id
+from core.types import AuthenticatedHttpRequest
 from guides import selectors
 from guides.models import Guide
 from guides.schemas import GuideOut
-from notebook.params import Id
-from notebook.types import AuthenticatedHttpRequest
 
 router = Router(tags=["guides"])
 

@@ -13,7 +13,7 @@ from notes.models import Notebook
 from notes.selectors import notebook_get
 
 if TYPE_CHECKING:
-    from notebook.types import User
+    from core.types import User
 
 
 @dataclass

@@ -12,9 +12,9 @@ from django.views.decorators.http import require_http_methods
 
 from chat.models import Conversation
 from chat.selectors import conversation_get
+from core.params import parse_id
+from core.types import AuthenticatedHttpRequest
 from guides import selectors
-from notebook.params import parse_id
-from notebook.types import AuthenticatedHttpRequest
 from notes.models import Notebook
 
 

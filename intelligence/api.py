@@ -9,10 +9,10 @@ from ninja import Router
 
 from attachments.models import NoteAttachment
 from attachments.naming import display_name
+from core.params import Id
+from core.types import AuthenticatedHttpRequest
 from intelligence import selectors, services
 from intelligence.schemas import ProfileIn, ProfileOut
-from notebook.params import Id
-from notebook.types import AuthenticatedHttpRequest
 
 router = Router(tags=["intelligence"])
 

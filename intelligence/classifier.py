@@ -198,7 +198,7 @@ def _cosine(a: list[float], b: list[float]) -> float:
 def embedding_scores(text: str) -> dict[str, float]:
     """How much closer the text is to each description than to the others' mean (0 when no
     embedder can be had: classification never waits on or fails for it)."""
-    from notebook.embeddings import get_embedder
+    from core.embeddings import get_embedder
 
     try:
         embedder = get_embedder()

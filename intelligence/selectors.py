@@ -9,7 +9,7 @@ from attachments.models import NoteAttachment, SourceProfile
 from attachments.selectors import attachment_get
 
 if TYPE_CHECKING:
-    from notebook.types import User
+    from core.types import User
 
 
 def source_get(*, user: User, attachment_id: int) -> NoteAttachment:

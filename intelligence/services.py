@@ -24,12 +24,12 @@ from django.utils import timezone
 from django.utils.translation import gettext
 
 from attachments.models import DocumentPage, NoteAttachment, SourceProfile
+from core import model_budget
 from core.jobs import job_submit
+from core.params import CONTROL_CHARACTERS_REFUSED, holds_control_characters
 from intelligence import extraction
 from intelligence.classifier import TYPES, classify
 from intelligence.llm import llm_classify, llm_extract
-from notebook import model_budget
-from notebook.params import CONTROL_CHARACTERS_REFUSED, holds_control_characters
 
 logger = logging.getLogger(__name__)
 Status = SourceProfile.Status
@@ -158,7 +158,7 @@ def _analyse(text: str, fallback_name: str, *, owner_id: int) -> dict[str, Any]:
 
 
 def _embed(text: str) -> tuple[list[float] | None, str]:
-    from notebook.embeddings import embedding_model_name, get_embedder
+    from core.embeddings import embedding_model_name, get_embedder
 
     try:
         embedder = get_embedder()

@@ -15,8 +15,8 @@ from django.views.decorators.http import require_http_methods
 
 from attachments.models import NoteAttachment, SourceProfile
 from attachments.naming import display_name
+from core.types import AuthenticatedHttpRequest
 from intelligence import selectors, services
-from notebook.types import AuthenticatedHttpRequest
 
 
 class ProfileForm(forms.Form):

@@ -16,7 +16,7 @@ from ninja import NinjaAPI
 from ninja.security import HttpBearer, SessionAuth
 
 from accounts.services import api_token_authenticate
-from notebook.ratelimit import RateLimited, address_key, rate_limit
+from core.ratelimit import RateLimited, address_key, rate_limit
 
 # Wrong tokens are counted by what they start with too, so that a guessing run spread over many
 # addresses is still refused: "nbk_" and 8 characters (48 bits) tell runs apart, and say little

@@ -12,9 +12,9 @@ django_asgi_app = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set up first)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
-from notebook.embeddings import warm_up_in_background  # noqa: E402
+from core.embeddings import warm_up_in_background  # noqa: E402
+from core.websocket import SameOriginValidator  # noqa: E402
 from notebook.routing import websocket_urlpatterns  # noqa: E402
-from notebook.websocket import SameOriginValidator  # noqa: E402
 
 # The process that imports this serves requests (daphne under `manage.py serve`, or any ASGI
 # server): load the embedding model now, in a daemon thread, rather than in the first search.

@@ -74,7 +74,7 @@ def env_path(name: str, default: Path) -> Path:
 
 
 def env_rate(name: str, default: str) -> str:
-    """A rate as notebook.ratelimit reads it: count/period, the period s, m, h or d with an
+    """A rate as core.ratelimit reads it: count/period, the period s, m, h or d with an
     optional multiplier (`30/m`, `100/15m`)."""
     value = env_str(name, default).replace(" ", "").lower()
     if not re.fullmatch(r"[1-9][0-9]*/([1-9][0-9]*)?[smhd]", value):

@@ -16,7 +16,7 @@ from django.utils.deprecation import MiddlewareMixin
 from django.utils.html import format_html
 from django.utils.translation import gettext
 
-from notebook.params import (
+from core.params import (
     CONTROL_CHARACTERS_REFUSED,
     has_control_characters,
     holds_control_characters,
@@ -61,7 +61,7 @@ _FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 class RefuseControlCharacters(MiddlewareMixin):
     """400 for a request with a C0 control character (NUL and the others but the whitespace
-    ones; notebook.params) in its path, its query string, its form fields (not the files
+    ones; core.params) in its path, its query string, its form fields (not the files
     uploaded), or, on the API, anywhere in its JSON body: no field may hold one, and
     PostgreSQL cannot store a NUL at all. Pages get the site's 400 page saying so, htmx and
     upload requests a fragment, the API `{"detail": …}`.

@@ -11,6 +11,7 @@ import django_stubs_ext
 from django.core.management.utils import get_random_secret_key
 from dotenv import load_dotenv
 
+from core.rerank import validate_config as validate_reranker_config
 from notebook.database import database_from_url, embedded_database
 from notebook.env import (
     env_bool,
@@ -22,7 +23,6 @@ from notebook.env import (
     env_rate,
     env_str,
 )
-from notebook.rerank import validate_config as validate_reranker_config
 
 # Lets runtime code write the generic types the type checker wants (ModelForm[Note], …).
 django_stubs_ext.monkeypatch()
@@ -82,10 +82,10 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    # Request durations for /metrics (notebook/metrics.py): around everything else.
-    "notebook.metrics.RequestMetricsMiddleware",
+    # Request durations for /metrics (core/metrics.py): around everything else.
+    "core.metrics.RequestMetricsMiddleware",
     # First, so that every response carries the policy (static files, redirects, errors).
-    "notebook.csp.ContentSecurityPolicyMiddleware",
+    "core.csp.ContentSecurityPolicyMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -216,7 +216,7 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "notes:notebook_list"
 LOGOUT_REDIRECT_URL = "login"
 
-# --- Metrics (notebook/metrics.py): /metrics is readable by staff and by scrapers sending
+# --- Metrics (core/metrics.py): /metrics is readable by staff and by scrapers sending
 # `Authorization: Bearer <METRICS_TOKEN>` (unset: staff only). The samples of every process of
 # this machine live in PROMETHEUS_MULTIPROC_DIR; it is set here, before django-q2 imports
 # prometheus_client (which chooses per-process or shared values as it is imported).
@@ -238,13 +238,13 @@ AXES_RESET_ON_SUCCESS = True
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_LOCKOUT_CALLABLE = "accounts.views.login_locked_out"
 # The address as rate limits count it: IPv6 by /64, which one client can roam at will.
-AXES_CLIENT_IP_CALLABLE = "notebook.ratelimit.client_network"
+AXES_CLIENT_IP_CALLABLE = "core.ratelimit.client_network"
 # Proxies in front that append the client's address to X-Forwarded-For (0: use the peer).
 NUM_PROXIES = env_int("NUM_PROXIES", 0, minimum=0)
 # Questions, uploaded files, note writes, reprocessing, previews and searches per user, wrong
 # API tokens per address and per token prefix, sign-up form posts per address: count/period
 # (s, m, h, d; e.g. 100/15m) in a window that slides, answered with 429 and Retry-After
-# (notebook/ratelimit.py).
+# (core/ratelimit.py).
 RATE_LIMITS = {
     "chat": env_rate("CHAT_RATE_LIMIT", "30/m"),
     "upload": env_rate("UPLOAD_RATE_LIMIT", "20/m"),
@@ -262,7 +262,7 @@ RATE_LIMITS = {
 }
 # Calls to the chat model and the reranker made on a user's behalf outside the chat agent
 # (search expansion and reranking, guides, source profiles, memories), per user. Spent, each
-# feature takes its offline path until calls leave the window (notebook/model_budget.py).
+# feature takes its offline path until calls leave the window (core/model_budget.py).
 MODEL_CALL_BUDGET = env_rate("MODEL_CALL_BUDGET", "200/h")
 # Counted where every process (web, worker, several web servers) sees the same numbers: Redis
 # when there is one, else a PostgreSQL table (created by accounts' migration 0002) with an
@@ -271,7 +271,7 @@ CACHES["ratelimit"] = (
     {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
     if REDIS_URL
     else {
-        "BACKEND": "notebook.ratelimit.AtomicDatabaseCache",
+        "BACKEND": "core.ratelimit.AtomicDatabaseCache",
         "LOCATION": "notebook_ratelimit",
         # Up to a dozen rows per limit and key (the slices of its window); stale ones are
         # culled first.
@@ -314,7 +314,7 @@ SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0, minimum=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
 SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
 
-# Content-Security-Policy (django-csp, notebook/csp.py adds this page's ws(s):// origin to
+# Content-Security-Policy (django-csp, core/csp.py adds this page's ws(s):// origin to
 # connect-src for the chat socket). Scripts and styles only from our own files: no inline code,
 # no eval, no style attributes. Images only from here or data: URIs: a remote image in a note or
 # an answer would tell its host who read it. No plugins, no <base>, framing and form posts only
@@ -393,7 +393,7 @@ EMBEDDING_QUANTIZE = env_bool("EMBEDDING_QUANTIZE", False)
 EMBEDDING_CACHE_DIR = env_path("EMBEDDING_CACHE_DIR", DATA_DIR / "models")
 # local: the web server loads the model in the background at start; searches that arrive
 # before it is ready use keywords only (with a notice) instead of waiting. Off: the first
-# search loads it and waits (tests turn it off; see notebook.embeddings.warm_up_in_background).
+# search loads it and waits (tests turn it off; see core.embeddings.warm_up_in_background).
 EMBEDDING_WARM_UP = env_bool("EMBEDDING_WARM_UP", True)
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")
@@ -403,7 +403,7 @@ EMBEDDING_API_KEY = env_str("EMBEDDING_API_KEY", OPENAI_API_KEY)
 EMBEDDING_QUERY_TIMEOUT = env_int("EMBEDDING_QUERY_TIMEOUT", 10, minimum=1)
 # openai: after this many failed requests in a row (429/5xx after retries, network, timeout) the
 # embedding server is skipped for EMBEDDING_BREAKER_SECONDS: searches go lexical at once and
-# ingestion retries later (notebook/breakers.py).
+# ingestion retries later (core/breakers.py).
 EMBEDDING_BREAKER_FAILURES = env_int("EMBEDDING_BREAKER_FAILURES", 3, minimum=1)
 EMBEDDING_BREAKER_SECONDS = env_int("EMBEDDING_BREAKER_SECONDS", 60, minimum=1)
 
@@ -460,7 +460,7 @@ LLM_BREAKER_SECONDS = env_int("LLM_BREAKER_SECONDS", 60, minimum=1)
 GUIDE_NOTEBOOK_DELAY = env_int("GUIDE_NOTEBOOK_DELAY", 10, minimum=0)
 GUIDE_LLM_TIMEOUT = env_int("GUIDE_LLM_TIMEOUT", 60, minimum=5)
 
-# --- Reranker (optional): re-scores the best fused search candidates; see notebook/rerank.py.
+# --- Reranker (optional): re-scores the best fused search candidates; see core/rerank.py.
 RERANKER = env_choice("RERANKER", ("none", "cross-encoder", "http", "llm"), "none")
 # cross-encoder: a local model directory; http: the model name sent to the server (optional);
 # llm: the chat model that ranks (default CHAT_MODEL).

@@ -8,8 +8,8 @@ from django.urls import URLPattern, URLResolver, include, path
 from django.views.i18n import JavaScriptCatalog, set_language
 
 from accounts.views import LogoutView, signup
+from core.metrics import metrics_view
 from notebook.api import api
-from notebook.metrics import metrics_view
 
 
 def _api_urls() -> tuple[list[URLPattern | URLResolver], str, str]:

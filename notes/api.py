@@ -6,9 +6,9 @@ from django.db.models import QuerySet
 from ninja import Router, Status
 from ninja.pagination import paginate
 
-from notebook.params import Id, Pagination, path_id
-from notebook.ratelimit import rate_limit, user_key
-from notebook.types import AuthenticatedHttpRequest
+from core.params import Id, Pagination, path_id
+from core.ratelimit import rate_limit, user_key
+from core.types import AuthenticatedHttpRequest
 from notes import selectors, services
 from notes.models import Note, Notebook
 from notes.schemas import NotebookIn, NotebookOut, NotebookPatch, NoteIn, NoteOut, NotePatch

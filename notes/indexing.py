@@ -7,9 +7,9 @@ import logging
 
 from django.db import connection, transaction
 
+from core.embeddings import embedding_model_name, get_embedder
 from core.jobs import job_submit
-from notebook.embeddings import embedding_model_name, get_embedder
-from notebook.language import (
+from core.language import (
     WORD_COUNT_SQL,
     detect_language,
     search_config_for,

@@ -15,7 +15,7 @@ from django.shortcuts import get_object_or_404
 from notes.models import Note, Notebook
 
 if TYPE_CHECKING:
-    from notebook.types import User
+    from core.types import User
 
 
 def _visible_notebooks(*, user: User) -> QuerySet[Notebook]:

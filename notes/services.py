@@ -19,7 +19,7 @@ from notes.indexing import note_enqueue_embedding, note_index_text
 from notes.models import Note, Notebook
 
 if TYPE_CHECKING:
-    from notebook.types import User
+    from core.types import User
 
 # Stored as the title, translated into the language of whoever created the note.
 UNTITLED_NOTE = gettext_noop("Untitled note")

@@ -16,15 +16,15 @@ from django.utils.translation import gettext
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from notebook.markdown import render_markdown
-from notebook.ratelimit import (
+from core.markdown import render_markdown
+from core.ratelimit import (
     RateLimited,
     rate_limit,
     rate_limited_page,
     too_many_requests,
     user_key,
 )
-from notebook.types import AuthenticatedHttpRequest
+from core.types import AuthenticatedHttpRequest
 from notes import selectors, services
 from notes.forms import NotebookForm, NoteForm
 

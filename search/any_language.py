@@ -6,10 +6,10 @@
 2. Search: the query as written AND its English forms, fused (passages: search.retrieval;
    whole documents: search.documents). A document type the user chose filters in SQL and wins
    over the inferred one, which only lifts matching documents.
-3. Rerank: passages by RERANKER (notebook.rerank); documents per candidate by the chat model
+3. Rerank: passages by RERANKER (core.rerank); documents per candidate by the chat model
    (search.doc_rerank).
 
-Every model call of a search draws on the user's model-call budget (notebook.model_budget);
+Every model call of a search draws on the user's model-call budget (core.model_budget);
 when it is spent, the stage takes its offline path and `info["model_budget"]` says until when.
 
 The stages' wall times are `info["stages"]` (seconds) beside the finer `timings`.
@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
-from notebook import model_budget
-from notebook.model_budget import BudgetSpent
+from core import model_budget
+from core.model_budget import BudgetSpent
 from search.expansion import BUDGET_SPENT, Expansion, expand
 from search.retrieval import Scope, SearchResult, search
 
 if TYPE_CHECKING:
-    from notebook.types import User
+    from core.types import User
 
 
 def search_any_language(

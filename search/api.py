@@ -9,8 +9,8 @@ from django.core.exceptions import ValidationError
 from ninja import Query, Router
 
 from attachments import selectors
-from notebook.ratelimit import rate_limit, user_key
-from notebook.types import AuthenticatedHttpRequest
+from core.ratelimit import rate_limit, user_key
+from core.types import AuthenticatedHttpRequest
 from notes.selectors import note_get, notebook_get
 from search.any_language import search_any_language
 from search.retrieval import MAX_QUERY_CHARS, Hit, Scope

@@ -40,7 +40,7 @@ from django.db import connection, transaction
 from django.db.models.functions import Mod
 
 from attachments.models import DocumentChunk, NoteAttachment
-from notebook.textutil import unhyphenated
+from core.textutil import unhyphenated
 
 
 class Reason(StrEnum):

@@ -7,7 +7,7 @@ more leading candidates score ≥ TIE (0.99), one more call orders them.
 
 A reranker only refines an order: when any call times out, answers junk (not JSON, a wrong
 docId, a score outside 0..1) or fails (HTTP 429, 5xx), the fused order is kept and the outcome
-says why (the search page's fallback badge), like notebook.rerank. It shares that module's
+says why (the search page's fallback badge), like core.rerank. It shares that module's
 "reranker" circuit breaker: one failed rerank counts as one failure.
 """
 
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field
 
-from notebook.breakers import breaker
+from core.breakers import breaker
 from search.llm_json import json_call
 
 logger = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import connection, transaction
 
 from attachments.models import NoteAttachment, SourceProfile
-from notebook import metrics, model_budget
+from core import metrics, model_budget
 from search.doc_rerank import (
     CANDIDATE_CHARS,
     Candidate,
@@ -39,7 +39,7 @@ from search.retrieval import (
 )
 
 if TYPE_CHECKING:
-    from notebook.types import User
+    from core.types import User
 
 logger = logging.getLogger(__name__)
 CANDIDATES = 50  # documents fused and reranked

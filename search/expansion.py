@@ -18,7 +18,7 @@ from django.conf import settings
 from django.utils.translation import gettext_noop
 from pydantic import BaseModel, ConfigDict, Field
 
-from notebook import metrics
+from core import metrics
 
 DOC_TYPES = ("invoice", "receipt", "flight_ticket", "order_confirmation", "other")
 DocType = Literal["invoice", "receipt", "flight_ticket", "order_confirmation", "other"]

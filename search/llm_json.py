@@ -4,7 +4,7 @@ search may not import: imports run chat → search) it never raises for a failin
 invalid JSON, a refusal, an HTTP error (429 included) or a timeout give `(None, reason)` and
 the caller falls back. No SDK retries: a lost helper call is cheap.
 
-The call goes through the chat model's circuit breaker ("llm", notebook.breakers) like every
+The call goes through the chat model's circuit breaker ("llm", core.breakers) like every
 chat request: while it is open nothing is sent (`(None, "circuit open")`, at once, instead of
 every search waiting out the timeout of a model that is down), and timeouts, 429s and 5xx
 count towards opening it.
@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from django.conf import settings
 from pydantic import BaseModel, ValidationError
 
-from notebook import metrics
-from notebook.breakers import breaker, settle_llm
+from core import metrics
+from core.breakers import breaker, settle_llm
 
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionMessageParam
@@ -51,7 +51,7 @@ def json_call(
     """The model's validated reply, or None and why ("timeout", "HTTP 429", "not JSON", …)."""
     import openai
 
-    from notebook.rerank import _openai_client
+    from core.rerank import _openai_client
 
     if not settings.CHAT_MODEL:
         return None, "no chat model"

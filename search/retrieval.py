@@ -20,10 +20,10 @@ from django.db import DatabaseError, connection, transaction
 from django.utils.translation import gettext_noop
 
 from attachments.models import ChunkVector, DocumentChunk, NoteAttachment
-from notebook import metrics
-from notebook.embeddings import warming_up
-from notebook.language import detect_language, segment_for_search
-from notebook.textutil import cjk_ratio
+from core import metrics
+from core.embeddings import warming_up
+from core.language import detect_language, segment_for_search
+from core.textutil import cjk_ratio
 from notes.indexing import note_search_text
 from notes.models import Note, NoteVector
 from notes.selectors import visible_notes
@@ -31,7 +31,7 @@ from search import bm25
 from search.fusion import anchor, minmax, rrf
 
 if TYPE_CHECKING:
-    from notebook.types import User
+    from core.types import User
 
 Mode = Literal["lexical", "vector", "hybrid"]  # passages; "documents" is search_documents
 Fusion = Literal["rrf", "minmax"]
@@ -381,8 +381,8 @@ def search(
     beside the original's, and fused with them. `budgeted`: the rerank draws on the user's
     model-call budget (the search page and API; the chat agent's searches are under the chat
     rate limit), and the fused order stays when it is spent."""
-    from notebook import model_budget
-    from notebook import rerank as reranking
+    from core import model_budget
+    from core import rerank as reranking
 
     scope = scope or Scope()
     fusion = fusion or cast("Fusion", settings.SEARCH_FUSION)
@@ -545,7 +545,7 @@ def _embedding_pool() -> ThreadPoolExecutor:
 
 
 def _embed_query(text: str) -> tuple[list[float], float]:
-    from notebook.embeddings import get_embedder
+    from core.embeddings import get_embedder
 
     started = time.perf_counter()
     timeout = float(settings.EMBEDDING_QUERY_TIMEOUT)
@@ -564,7 +564,7 @@ def _query_wait() -> float | None:
 
 def _why(exc: Exception) -> str:
     """What the search page and API say about a vector leg that failed."""
-    from notebook.embeddings import EmbeddingError
+    from core.embeddings import EmbeddingError
 
     if isinstance(exc, TimeoutError):
         return gettext_noop("the embedding service did not answer in time")

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from ninja import Field, Schema
 
-from notebook.params import Id
+from core.params import Id
 
 DocTypeIn = Literal["invoice", "receipt", "flight_ticket", "order_confirmation", "other"]
 

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from notebook.language import language_of, stop_words
-from notebook.markdown import plain_text
-from notebook.textutil import cjk_ratio, unhyphenated
+from core.language import language_of, stop_words
+from core.markdown import plain_text
+from core.textutil import cjk_ratio, unhyphenated
 
 if TYPE_CHECKING:
     from search.retrieval import Hit

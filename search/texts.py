@@ -1,6 +1,6 @@
 """Hybrid ranking of a handful of short texts held in memory (a conversation's messages, a
 notebook's memories): shared content words (BM25-like, stemmed in the query's language;
-Chinese cut with jieba; notebook.language) fused by reciprocal rank with embedding
+Chinese cut with jieba; core.language) fused by reciprocal rank with embedding
 similarity. For corpora that live in the database and grow, use search.retrieval."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-from notebook.language import content_terms, detect_language
+from core.language import content_terms, detect_language
 
 RRF_K = 60
 
@@ -62,7 +62,7 @@ def hybrid_rank(
     for rank, (_, pk) in enumerate(ranked, start=1):
         fused[pk] = fused.get(pk, 0.0) + 1 / (RRF_K + rank)
     if any(vector for _, _, vector in items):
-        from notebook.embeddings import get_embedder, warming_up
+        from core.embeddings import get_embedder, warming_up
 
         # Right after the server starts the model may still be loading: lexical only, no wait.
         if query_vector is None and not warming_up():

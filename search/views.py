@@ -20,9 +20,9 @@ from django.views.decorators.http import require_http_methods
 
 from attachments import selectors
 from attachments.models import NoteAttachment
-from notebook.params import parse_id
-from notebook.ratelimit import RateLimited, rate_limit, too_many_requests, user_key
-from notebook.types import AuthenticatedHttpRequest
+from core.params import parse_id
+from core.ratelimit import RateLimited, rate_limit, too_many_requests, user_key
+from core.types import AuthenticatedHttpRequest
 from notes.selectors import note_get, notebook_get, notebook_list, visible_notes
 from search.any_language import search_any_language
 from search.retrieval import DEGRADED, MAX_QUERY_CHARS, Scope, SearchResult

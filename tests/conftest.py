@@ -55,7 +55,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # WhiteNoise warns on every request when STATIC_ROOT is missing (`serve` collects into it).
     settings.STATIC_ROOT.mkdir(parents=True, exist_ok=True)
     # Prometheus samples of this run (and of the workers it starts) in a directory of its own,
-    # never DATA_DIR's (`make run`'s); set before anything is recorded (notebook/metrics.py).
+    # never DATA_DIR's (`make run`'s); set before anything is recorded (core/metrics.py).
     # (Named like DATA_DIR's: tests/test_metrics.py starts a process that finds it from there.)
     metrics_dir = Path(tempfile.mkdtemp(prefix="notebook-tests-")) / "metrics"
     metrics_dir.mkdir()
@@ -126,7 +126,7 @@ def bob_note(bob, bob_notebook):
 @pytest.fixture(autouse=True)
 def _closed_breakers():
     """Circuit breakers live as long as the process: each test starts with them closed."""
-    from notebook.breakers import reset_all
+    from core.breakers import reset_all
 
     reset_all()
     yield

@@ -1,4 +1,4 @@
-"""Circuit breakers (notebook.breakers) and what degrades when a service fails: the remote
+"""Circuit breakers (core.breakers) and what degrades when a service fails: the remote
 embedder against a local /v1/embeddings server (tests/fake_openai.py), search falling back to
 its lexical leg, and the chat model against a local chat server (tests/fake_chat.py) until
 questions are answered offline."""
@@ -24,9 +24,9 @@ from chat.llm.structured import structured_call
 from chat.models import Message
 from chat.rendering import present
 from chat.services import conversation_create, message_ask, message_retry
-from notebook import breakers
-from notebook.breakers import breaker, reset_all
-from notebook.embeddings import EmbeddingError, get_embedder
+from core import breakers
+from core.breakers import breaker, reset_all
+from core.embeddings import EmbeddingError, get_embedder
 from search.retrieval import search
 from tests.attachments.test_pipeline import ingest
 from tests.conftest import upload
@@ -50,7 +50,7 @@ QUESTION = "What does the url package do?"
 
 
 class Clock:
-    """Stands in for time.monotonic inside notebook.breakers, so cooldowns pass instantly."""
+    """Stands in for time.monotonic inside core.breakers, so cooldowns pass instantly."""
 
     def __init__(self) -> None:
         self.now = 1000.0

@@ -195,7 +195,7 @@ def test_search_never_shows_bobs_canary_document_or_counts(
 def profile_of(attachment: NoteAttachment, name: str, extracted: dict[str, str]) -> None:
     """A ready document profile (search in any language) with its canonical text embedded."""
     from attachments.models import SourceProfile
-    from notebook.embeddings import get_embedder
+    from core.embeddings import get_embedder
 
     canonical = f"{name}\nreceipt\n{json.dumps(extracted)}"
     (embedding,) = get_embedder().embed([canonical])

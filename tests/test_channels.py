@@ -46,7 +46,7 @@ def test_redis_layer_delivers_group_messages(settings):
 
 
 def test_websocket_routes_are_origin_and_auth_checked():
-    from notebook.websocket import SameOriginValidator
+    from core.websocket import SameOriginValidator
 
     websocket_app = application.application_mapping["websocket"]
     assert isinstance(websocket_app, SameOriginValidator)

@@ -6,7 +6,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from notebook.markdown import (
+from core.markdown import (
     ALLOWED_TAGS,
     _same_site,
     inert_links,

@@ -21,8 +21,8 @@ from django.test import AsyncClient, Client
 from prometheus_client.parser import text_string_to_metric_families
 
 from chat.services import conversation_create
+from core.breakers import breaker
 from notebook.asgi import application
-from notebook.breakers import breaker
 from notebook.database import database_url
 from search.retrieval import search
 from tests.attachments.test_pipeline import ingest
@@ -320,7 +320,7 @@ OTHER_PROCESS = textwrap.dedent(
     """
     import os, django
     django.setup()
-    from notebook import metrics
+    from core import metrics
     metrics.fallback("from_another_process")
     metrics.websocket_connected("other")
     if os.environ.get("KILLED"):
@@ -358,7 +358,7 @@ def test_samples_of_other_processes_are_aggregated(staff_client, killed):
 def test_serve_forgets_only_processes_that_are_gone(tmp_path, monkeypatch):
     """`serve` starting on a machine clears the samples of dead processes, never those of a
     process still writing (a test run, a worker started on its own)."""
-    from notebook import metrics
+    from core import metrics
 
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
     gone = subprocess.run(

@@ -21,9 +21,9 @@ from accounts.services import api_token_create
 from attachments.models import NoteAttachment
 from chat import services
 from chat.models import Conversation, Message
-from notebook import ratelimit
+from core import ratelimit
+from core.ratelimit import RateLimited, rate_limit, user_key
 from notebook.env import env_rate
-from notebook.ratelimit import RateLimited, rate_limit, user_key
 from tests.chat.test_consumer import ask_frame, cookies_of, socket
 from tests.conftest import EVAL_PDFS
 from tests.factories import NotebookFactory, NoteFactory
@@ -312,7 +312,7 @@ def test_signups_from_one_address_are_refused_beyond_the_limit(anon_client, sett
 
 
 class Clock:
-    """notebook.ratelimit's clock, moved by the test."""
+    """core.ratelimit's clock, moved by the test."""
 
     def __init__(self, now: float) -> None:
         self.now = now

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from notebook.rerank import RerankOutcome, rerank, reranker_enabled, reset_state
+from core.rerank import RerankOutcome, rerank, reranker_enabled, reset_state
 from tests.fake_rerank import Behaviour, FakeRerank, fake_rerank_server
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""The table of the "ratelimit" cache (notebook.ratelimit.AtomicDatabaseCache), created here so
+"""The table of the "ratelimit" cache (core.ratelimit.AtomicDatabaseCache), created here so
 that `migrate` is all a deployment runs. Created even when REDIS_URL holds the counts, so that
 unsetting it later needs no extra step."""
 

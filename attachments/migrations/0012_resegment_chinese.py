@@ -9,7 +9,7 @@ def resegment(apps, schema_editor):  # type: ignore[no-untyped-def]
     # Today's models and indexing code: index_text is the one the pipeline runs.
     from attachments.models import NoteAttachment
     from attachments.services.ingestion import index_text
-    from notebook.language import SEGMENTED
+    from core.language import SEGMENTED
     from notes.indexing import note_index_text
 
     chinese = NoteAttachment.objects.filter(language__in=SEGMENTED)

@@ -31,7 +31,7 @@ from notes.models import Note, Notebook
 from notes.services import note_create
 
 if TYPE_CHECKING:
-    from notebook.types import User
+    from core.types import User
 
 logger = logging.getLogger(__name__)
 Status = NoteAttachment.Status

@@ -43,9 +43,9 @@ from attachments.services.reuse import (
     reusable_source,
 )
 from attachments.services.scheduling import claim_fairest
-from notebook import metrics
-from notebook.embeddings import Embedder, EmbeddingError, embedding_model_name, get_embedder
-from notebook.language import (
+from core import metrics
+from core.embeddings import Embedder, EmbeddingError, embedding_model_name, get_embedder
+from core.language import (
     SEGMENTED,
     WORD_COUNT_SQL,
     detect_language,

@@ -33,7 +33,7 @@ from notes.models import Note, Notebook
 from notes.services import note_create
 
 if TYPE_CHECKING:
-    from notebook.types import User
+    from core.types import User
 
 # A stored note's body hashed as validation.normalise_text + text_sha256 hash an upload:
 # line ends as \n, NFC, blank space trimmed at both ends, SHA-256 of the UTF-8 bytes.

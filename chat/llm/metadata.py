@@ -19,8 +19,8 @@ import openai
 
 from chat import prompts
 from chat.llm.server import FORMATS, allow, describe_error, parse_json_object, traits
-from notebook import metrics
-from notebook.breakers import settle_llm
+from core import metrics
+from core.breakers import settle_llm
 
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionMessageParam

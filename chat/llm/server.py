@@ -25,9 +25,9 @@ import openai
 from django.conf import settings
 
 from chat.events import AnswerError
-from notebook import metrics
-from notebook.breakers import breaker, record_llm
-from notebook.textutil import estimate_tokens
+from core import metrics
+from core.breakers import breaker, record_llm
+from core.textutil import estimate_tokens
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -135,7 +135,7 @@ def cut_off(exc: openai.APIError | None) -> AnswerError:
 
 
 # --- Circuit breaker: every chat-model request goes through the "llm" breaker
-# (notebook.breakers; its bookkeeping, `record_llm` and `settle_llm`, lives there too, shared with
+# (core.breakers; its bookkeeping, `record_llm` and `settle_llm`, lives there too, shared with
 # search's helper calls). After LLM_BREAKER_FAILURES failed requests in a row the model is skipped
 # for LLM_BREAKER_SECONDS: helpers give up at once, and questions are answered offline
 # (chat.agent.get_answerer) instead of each waiting out timeouts and retries.

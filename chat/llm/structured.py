@@ -28,8 +28,8 @@ from chat.llm.server import (
     parse_json_object,
     traits,
 )
-from notebook import metrics
-from notebook.breakers import settle_llm
+from core import metrics
+from core.breakers import settle_llm
 
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionMessageParam

@@ -6,7 +6,7 @@ from django import template
 from django.conf import settings
 from django.utils.translation import gettext as _
 
-from notebook.breakers import breaker
+from core.breakers import breaker
 
 register = template.Library()
 

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 if TYPE_CHECKING:
     from chat.models import Conversation
     from chat.selection import SourceSet
-    from notebook.types import User
+    from core.types import User
     from notes.models import Note, Notebook
     from search.retrieval import Scope
 

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from chat.modes import spec
 from chat.tools import Tool, ToolContext, ToolResult, register
-from notebook.textutil import unhyphenated
+from core.textutil import unhyphenated
 from notes.selectors import note_get
 from search.retrieval import Hit, Scope, SearchResult, search
 

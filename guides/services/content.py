@@ -21,15 +21,15 @@ from django.utils.translation import gettext, gettext_noop
 from attachments.models import ChunkVector, DocumentChunk, DocumentPage, NoteAttachment
 from chat.citations import normalise, quotable
 from chat.grounding import ABSTAIN_COVERAGE, sentences, terms
+from core.embeddings import get_embedder
 from guides.services.phrases import matrix, mmr
-from notebook.embeddings import get_embedder
 from search.boilerplate import boilerplate_chunks, contents_like
 from search.retrieval import Scope, search
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from notebook.types import User
+    from core.types import User
 
 MAX_VECTORS = 8000  # passages weighed for centrality; a larger set is sampled evenly
 CENTRAL_PASSAGES = 10

@@ -16,8 +16,8 @@ from pydantic import BaseModel, Field
 
 from chat.citations import verify
 from chat.llm.structured import structured_call
+from core.textutil import estimate_tokens
 from guides.services.content import Passage
-from notebook.textutil import estimate_tokens
 
 logger = logging.getLogger(__name__)
 _MARKERS = re.compile(r"\s*\[\d{1,3}\]")  # [n] citation markers, with the space before

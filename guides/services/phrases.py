@@ -18,9 +18,9 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from chat.grounding import sentences, terms
-from notebook.embeddings import get_embedder
-from notebook.language import detect_language
-from notebook.textutil import cjk_ratio
+from core.embeddings import get_embedder
+from core.language import detect_language
+from core.textutil import cjk_ratio
 
 if TYPE_CHECKING:
     import numpy as np

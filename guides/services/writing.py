@@ -20,6 +20,8 @@ from django.utils import timezone
 from django_q.exceptions import TimeoutException
 
 from attachments.models import NoteAttachment
+from core import model_budget
+from core.embeddings import EmbeddingError
 from guides.models import Guide
 from guides.services import content
 from guides.services.model import as_question, model_guide
@@ -30,8 +32,6 @@ from guides.services.scheduling import (
     notebook_sources,
     source_fingerprint,
 )
-from notebook import model_budget
-from notebook.embeddings import EmbeddingError
 from search.retrieval import Scope
 
 logger = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from django.contrib.auth import authenticate
 from django.db.models import F
 from django.test import AsyncClient, Client, RequestFactory
 
-from notebook.ratelimit import address_key, client_ip, client_network
+from core.ratelimit import address_key, client_ip, client_network
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db

@@ -35,7 +35,7 @@ def new_note(user, **kwargs):
 
 def _refuse_pipeline(monkeypatch) -> list[str]:
     """Extraction, OCR and embedding fail the test if called (the embedder of searches is
-    another entry point: notebook.embeddings, untouched)."""
+    another entry point: core.embeddings, untouched)."""
     calls: list[str] = []
 
     def refuse(name: str):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django_q.signals import post_spawn
 
 from attachments.apps import warm_worker
-from notebook.language import _identifier
+from core.language import _identifier
 
 
 def test_a_new_worker_loads_the_language_identifier_in_the_background():

@@ -20,7 +20,7 @@ from chat import services
 from chat.model_output import strip_special_tokens
 from chat.models import Conversation, Message
 from chat.rendering import answer_html, sources
-from notebook.markdown import ALLOWED_TAGS
+from core.markdown import ALLOWED_TAGS
 from notes.services import note_create
 from tests.chat.test_consumer import (
     ask_frame,

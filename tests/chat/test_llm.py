@@ -18,8 +18,8 @@ from chat.llm.server import traits
 from chat.models import Message
 from chat.rendering import present
 from chat.services import conversation_create, message_ask, message_retry
-from notebook.breakers import breaker
-from notebook.textutil import estimate_tokens
+from core.breakers import breaker
+from core.textutil import estimate_tokens
 from tests.attachments.test_pipeline import ingest
 from tests.conftest import upload
 from tests.factories import NotebookFactory, NoteFactory

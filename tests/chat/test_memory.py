@@ -30,8 +30,8 @@ from chat.memory import (
 from chat.models import Conversation, Memory, Message
 from chat.prompts import EARLIER_RULE, MEMORIES_HEAD, memories_block
 from chat.tasks import extract_memories
+from core.breakers import breaker
 from core.models import Job
-from notebook.breakers import breaker
 from tests.factories import NotebookFactory
 from tests.fake_chat import Hang, Metadata, Refusal, Status, fake_chat_server
 from tests.fake_openai import fake_openai_server, fake_vector

@@ -30,7 +30,7 @@ from chat.passages import (
 )
 from chat.rendering import present
 from chat.tools import ToolContext
-from notebook.markdown import plain_text, render_markdown
+from core.markdown import plain_text, render_markdown
 from notes.services import note_create
 from tests.attachments.test_pipeline import ingest
 from tests.conftest import upload

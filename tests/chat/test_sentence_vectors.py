@@ -8,7 +8,7 @@ import pytest
 
 from attachments.models import DocumentChunk, SentenceVector
 from chat.sentence_vectors import digest, embed_weighed, similarities
-from notebook.embeddings import get_embedder
+from core.embeddings import get_embedder
 from tests.chat import test_offline_answers
 from tests.chat.test_offline_answers import QUESTION, answer
 

@@ -13,7 +13,7 @@ from django.test import Client
 from attachments.models import NoteAttachment
 from chat import services
 from chat.models import Conversation, Message
-from notebook.markdown import render_markdown
+from core.markdown import render_markdown
 from notes.models import Note
 from tests.conftest import EVAL_PDFS
 from tests.factories import NotebookFactory, NoteFactory

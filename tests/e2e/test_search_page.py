@@ -9,7 +9,7 @@ from django.contrib.auth.models import User
 from playwright.sync_api import Page, expect
 
 from attachments.services import attachment_ingest
-from notebook import embeddings
+from core import embeddings
 from notes.services import note_create, notebook_create
 from tests.conftest import upload
 from tests.e2e.helpers import login

@@ -18,11 +18,11 @@ from chat import services as chat_services
 from chat.citations import normalise, quotable
 from chat.grounding import sentences
 from chat.llm.server import forget_servers
+from core.breakers import breaker
 from core.models import Job
 from guides import services
 from guides.models import Guide
 from guides.services import content, writing
-from notebook.breakers import breaker
 from notes.services import note_create, notebook_create
 from tests.attachments.test_pipeline import ingest
 from tests.conftest import upload

@@ -16,7 +16,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from attachments.models import NoteAttachment, SourceProfile
-from notebook.breakers import reset_all
+from core.breakers import reset_all
 from tests.attachments.test_pipeline import ingest
 from tests.factories import NotebookFactory, NoteFactory
 from tests.fake_chat import Hang, Metadata, Status, fake_chat_server
@@ -64,7 +64,7 @@ def five(offline, alice, alice_api):
 
 @pytest.fixture
 def fake(settings):
-    from notebook import rerank
+    from core import rerank
 
     rerank.reset_state()
     with fake_chat_server() as server:

@@ -13,9 +13,9 @@ from attachments.models import SourceProfile
 from attachments.naming import display_name
 from attachments.services import attachment_reprocess
 from chat.llm.server import forget_servers
+from core.breakers import breaker
 from intelligence import services
 from intelligence.services import profile_build, profile_request
-from notebook.breakers import breaker
 from notes.services import note_create, notebook_create
 from tests.attachments.test_pipeline import ingest
 from tests.chat.test_prompt_injection import text_pdf

@@ -80,7 +80,7 @@ class Model:
 
 @pytest.fixture
 def fake(settings):
-    from notebook import rerank
+    from core import rerank
 
     rerank.reset_state()  # the cached OpenAI client points at the previous server
     with fake_chat_server() as server:
@@ -139,7 +139,7 @@ def test_expansion_goes_through_the_chat_models_breaker(fake, settings):
     sends nothing and goes as written (not waiting out a timeout per search), the chat path
     sees it open too, and after the cooldown one reply closes it."""
     from chat.llm.server import model_available
-    from notebook.breakers import breaker
+    from core.breakers import breaker
 
     settings.CHAT_TIMEOUT = 1
     settings.LLM_BREAKER_FAILURES = 2
@@ -326,7 +326,7 @@ def profile(attachment, doc_type: str, name: str, extracted: dict[str, Any]):
     import json
 
     from attachments.models import SourceProfile
-    from notebook.embeddings import get_embedder
+    from core.embeddings import get_embedder
 
     canonical = f"{name}\n{doc_type}\n{json.dumps(extracted)}"
     (embedding,) = get_embedder().embed([canonical])
@@ -376,7 +376,7 @@ def test_documents_mode_gives_one_hit_per_source_from_the_users_own(offline, ali
 
 @pytest.mark.django_db
 def test_the_document_vector_leg_is_scoped_in_sql(alice, profiled):
-    from notebook.embeddings import get_embedder
+    from core.embeddings import get_embedder
     from search.documents import profile_vector
     from search.retrieval import Scope
 

@@ -10,9 +10,9 @@ from django.utils import timezone
 from transformers import AutoTokenizer
 
 from attachments.models import DocumentChunk
-from notebook import rerank as reranking
-from notebook.embeddings import get_embedder
-from notebook.onnx_embedder import bundled_model_path
+from core import rerank as reranking
+from core.embeddings import get_embedder
+from core.onnx_embedder import bundled_model_path
 from notes import indexing
 from notes.models import Note, NoteVector
 from notes.services import note_create, note_trash, note_update

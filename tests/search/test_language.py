@@ -1,9 +1,9 @@
-"""Words and sentences by the text's language, from libraries (notebook.language): Snowball
+"""Words and sentences by the text's language, from libraries (core.language): Snowball
 stemmers, stopwords-iso, jieba, sentencex; and the rankers and markers that use them."""
 
 from __future__ import annotations
 
-from notebook.language import content_terms, split_sentences, stop_words
+from core.language import content_terms, split_sentences, stop_words
 from search.snippets import query_pattern
 from search.texts import hybrid_rank
 

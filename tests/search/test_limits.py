@@ -9,7 +9,7 @@ import pytest
 from django.core.cache import caches
 from django.test import Client
 
-from notebook.breakers import breaker
+from core.breakers import breaker
 from tests.factories import NotebookFactory, NoteFactory
 from tests.fake_chat import Metadata, fake_chat_server
 from tests.search.test_any_language import EXPANDING, RECEIPT_EN, Model, profile, system_of
@@ -53,7 +53,7 @@ def shelf(alice, bob):
 @pytest.fixture
 def fake(settings):
     """The chat model, counting every request it gets."""
-    from notebook import breakers, rerank
+    from core import breakers, rerank
 
     rerank.reset_state()  # the cached OpenAI client points at the previous server
     breakers.reset_all()

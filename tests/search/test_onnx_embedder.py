@@ -1,4 +1,4 @@
-"""The bundled model on ONNX Runtime (notebook/onnx_embedder.py): the same vectors as
+"""The bundled model on ONNX Runtime (core/onnx_embedder.py): the same vectors as
 sentence-transformers, its export cached under EMBEDDING_CACHE_DIR (DATA_DIR/models) and reused,
 a damaged cache file made again, and EMBEDDING_RUNTIME choosing the runtime."""
 
@@ -14,9 +14,9 @@ import pytest
 
 from attachments.chunking import chunk_pages
 from attachments.pdf.extract import extract_text
-from notebook import embeddings, onnx_embedder
-from notebook.embeddings import LocalEmbedder
-from notebook.onnx_embedder import OnnxEmbedder
+from core import embeddings, onnx_embedder
+from core.embeddings import LocalEmbedder
+from core.onnx_embedder import OnnxEmbedder
 from tests.conftest import EVAL_PDFS
 
 

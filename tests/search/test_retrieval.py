@@ -9,7 +9,7 @@ import pytest
 from django.db import connection
 
 from attachments.models import ChunkVector, DocumentChunk, NoteAttachment, PostingList
-from notebook.language import WORD_COUNT_SQL, segment_for_search, tsvector_sql
+from core.language import WORD_COUNT_SQL, segment_for_search, tsvector_sql
 from notes.models import Note
 from notes.services import note_create, note_trash
 from search import bm25 as bm25_module

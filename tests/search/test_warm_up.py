@@ -2,7 +2,7 @@
 in a background (daemon) thread, and a search that arrives meanwhile runs its keyword leg only
 and says so; once the model is in, the vector leg joins.
 
-The model load is held with `notebook.embeddings._construct` replaced by one that waits (for
+The model load is held with `core.embeddings._construct` replaced by one that waits (for
 an Event in this process, for a file in a forked server), so nothing here depends on timing."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pytest
 import requests
 
 from accounts.services import api_token_create
-from notebook import embeddings
+from core import embeddings
 from tests.chat.test_offline_answers import ask_a_note
 from tests.daphne_server import start_daphne
 from tests.factories import NotebookFactory, NoteFactory

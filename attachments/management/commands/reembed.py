@@ -16,7 +16,7 @@ from django.db import connection, transaction
 
 from attachments import services
 from attachments.models import ChunkVector, DocumentChunk, NoteAttachment, SourceProfile
-from notebook.embeddings import embedding_model_name, get_embedder
+from core.embeddings import embedding_model_name, get_embedder
 from notes.indexing import note_embed, note_enqueue_embedding, notes_needing_embedding
 from notes.models import Note, NoteVector
 

@@ -17,7 +17,7 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from attachments import services
 from attachments.models import DocumentChunk, NoteAttachment
-from notebook.embeddings import embedding_model_name
+from core.embeddings import embedding_model_name
 
 
 class Command(BaseCommand):

@@ -49,7 +49,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from chat import services
 from chat.agent import generate, get_answerer
 from chat.models import Message
-from notebook.markdown import plain_text
+from core.markdown import plain_text
 from search.evaluation import Question, load_questions
 from search.management.commands.evaluate_retrieval import add_set_arguments, prepare_set
 

@@ -24,7 +24,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         from prometheus_client import CollectorRegistry, multiprocess, start_http_server
 
-        from notebook.metrics import metrics_dir
+        from core.metrics import metrics_dir
 
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry, path=str(metrics_dir()))  # type: ignore[no-untyped-call]

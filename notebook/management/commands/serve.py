@@ -32,7 +32,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 
-from notebook import metrics
+from core import metrics
 from notebook.database import database_url
 
 SHUTDOWN_GRACE_SECONDS = 15

@@ -23,9 +23,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from attachments import services
 from attachments.models import DocumentChunk, NoteAttachment
-from notebook.language import segment_for_search
-from notebook.rerank import reranker_enabled
-from notebook.textutil import cjk_ratio
+from core.language import segment_for_search
+from core.rerank import reranker_enabled
+from core.textutil import cjk_ratio
 from notes.models import Note, Notebook
 from search.evaluation import Question, aggregate, load_questions, score_ranking
 from search.retrieval import Scope, search

@@ -3,7 +3,7 @@ HTTP server (TEI, Jina, Cohere, Infinity, vLLM, llama.cpp) or listwise ranking b
 
 A reranker only refines an order that already exists, so `rerank` never raises for a failing
 backend: it answers `scores=None` with the reason, and the caller keeps the fused order. A
-per-process circuit breaker ("reranker", notebook.breakers) stops calling a backend that keeps
+per-process circuit breaker ("reranker", core.breakers) stops calling a backend that keeps
 failing.
 """
 
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from notebook.breakers import breaker
+from core.breakers import breaker
 
 if TYPE_CHECKING:
     import httpx2
@@ -293,7 +293,7 @@ def _openai_client(base_url: str, api_key: str) -> openai.OpenAI:
 def _llm_scores(query: str, passages: list[str], timeout: float) -> list[float]:
     import openai
 
-    from notebook import metrics  # not at import: settings imports this module
+    from core import metrics  # not at import: settings imports this module
 
     numbered = "\n\n".join(
         f"[{n}] {' '.join(text.split())[:LLM_PASSAGE_CHARS]}" for n, text in enumerate(passages, 1)

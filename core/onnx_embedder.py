@@ -156,7 +156,7 @@ def _export_in_child(model_dir: Path, target: Path, *, quantize: bool) -> None:
     """`export` in a child process: it imports torch and transformers (some 400 MB that a
     process never gives back), which a web server or worker must not keep for its lifetime
     only to have made this file once."""
-    command = [sys.executable, "-m", "notebook.onnx_embedder", str(model_dir), str(target)]
+    command = [sys.executable, "-m", "core.onnx_embedder", str(model_dir), str(target)]
     done = subprocess.run(  # noqa: S603 - our interpreter and module, paths we chose
         [*command, *(["--quantize"] if quantize else [])],
         capture_output=True,
@@ -218,7 +218,7 @@ class OnnxEmbedder:
 
         from tokenizers import Tokenizer
 
-        from notebook.embeddings import _LOCAL_EMBEDDERS, EmbeddingError
+        from core.embeddings import _LOCAL_EMBEDDERS, EmbeddingError
 
         self.model_name = model_name
         self.quantize = quantize
@@ -278,7 +278,7 @@ class OnnxEmbedder:
 
     def windows(self, text: str, prefix: str = "") -> list[str]:
         """Like LocalEmbedder.windows (the same tokenizer, so the same windows)."""
-        from notebook.embeddings import cut_windows
+        from core.embeddings import cut_windows
 
         head = f"{prefix}\n" if prefix else ""
         with self._lock:
@@ -287,7 +287,7 @@ class OnnxEmbedder:
         return cut_windows(text, head, head_tokens, spans, self.max_seq_length)
 
 
-if __name__ == "__main__":  # python -m notebook.onnx_embedder MODEL_DIR TARGET [--quantize]
+if __name__ == "__main__":  # python -m core.onnx_embedder MODEL_DIR TARGET [--quantize]
     import argparse
 
     parser = argparse.ArgumentParser(description="Export the bundled model to ONNX.")

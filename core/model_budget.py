@@ -4,7 +4,7 @@ written by the chat model, source profiles (classification and extraction) and m
 from an answer. (The chat agent's own calls are under CHAT_RATE_LIMIT instead.)
 
 MODEL_CALL_BUDGET calls per user, counted in the window that slides over the shared
-"ratelimit" cache (notebook.ratelimit.spend), so web processes and workers draw on one budget;
+"ratelimit" cache (core.ratelimit.spend), so web processes and workers draw on one budget;
 background work charges the owner of what it works on. A feature asks before it calls; when the
 budget is spent it takes its offline path (the query searched as written and in fused order,
 the offline guide or profile, the explicit memory statements only) and says so where it has a
@@ -21,8 +21,8 @@ from typing import Any, Literal
 from django.conf import settings
 from django.utils import timezone
 
-from notebook import metrics
-from notebook.ratelimit import spend as spend_window
+from core import metrics
+from core.ratelimit import spend as spend_window
 
 logger = logging.getLogger(__name__)
 Feature = Literal["query expansion", "rerank", "document rerank", "guide", "profile", "memory"]

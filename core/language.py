@@ -30,7 +30,7 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
-from notebook.textutil import cjk_ratio
+from core.textutil import cjk_ratio
 
 # ISO 639-1 → Postgres text search configurations shipped with every server.
 POSTGRES_CONFIGS = {

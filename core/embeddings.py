@@ -14,8 +14,8 @@ from typing import Any, Protocol
 
 from django.conf import settings
 
-from notebook.breakers import breaker
-from notebook.language import detect_language
+from core.breakers import breaker
+from core.language import detect_language
 
 logger = logging.getLogger(__name__)
 DEFAULT_LOCAL_MODEL = "all-MiniLM-L6-v2"
@@ -118,7 +118,7 @@ def cut_windows(
 class OpenAIEmbedder:
     """Any server speaking OpenAI's /v1/embeddings (OpenAI, Ollama, vLLM, llama.cpp, TEI).
 
-    Requests go through the "embeddings" circuit breaker (notebook.breakers): after
+    Requests go through the "embeddings" circuit breaker (core.breakers): after
     EMBEDDING_BREAKER_FAILURES failed requests in a row, `embed` fails at once with a transient
     EmbeddingError for EMBEDDING_BREAKER_SECONDS, so searches fall back to keywords without
     waiting and ingestion retries later."""
@@ -230,7 +230,7 @@ def _construct(
     if backend == "openai":
         return OpenAIEmbedder(model, dimensions, base_url, api_key)
     if not model and runtime.startswith("onnx"):
-        from notebook.onnx_embedder import OnnxEmbedder
+        from core.onnx_embedder import OnnxEmbedder
 
         return OnnxEmbedder(
             dimensions, quantize=runtime == "onnx-int8", model_name=DEFAULT_LOCAL_MODEL

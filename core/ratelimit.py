@@ -32,7 +32,7 @@ from django.utils.timezone import now
 from django.utils.translation import gettext, gettext_lazy, ngettext
 
 if TYPE_CHECKING:
-    from notebook.types import User
+    from core.types import User
 
 Scope = Literal["chat", "upload", "preview", "token", "signup", "note", "reprocess", "search"]
 

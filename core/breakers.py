@@ -126,9 +126,9 @@ class Breaker:
 
 
 def _metrics() -> ModuleType:
-    # Not at import: settings imports this module (through notebook.rerank), and metrics
+    # Not at import: settings imports this module (through core.rerank), and metrics
     # needs the settings.
-    from notebook import metrics
+    from core import metrics
 
     return metrics
 

@@ -13,6 +13,9 @@ from pgvector.django import HnswIndex, VectorField
 
 from notes.models import Note
 
+# Wrong passwords a locked PDF takes; then it stays locked until the user asks to try again.
+MAX_PASSWORD_ATTEMPTS = 3
+
 
 def attachment_path(instance: NoteAttachment, filename: str) -> str:
     # The user's filename is metadata only; on disk a file is <note id>/<uuid>.pdf (an image:
@@ -141,8 +144,6 @@ class NoteAttachment(models.Model):
 
     @property
     def is_locked(self) -> bool:
-        from attachments.services import MAX_PASSWORD_ATTEMPTS
-
         return self.password_attempts >= MAX_PASSWORD_ATTEMPTS
 
 

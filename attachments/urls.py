@@ -7,6 +7,7 @@ from attachments import views
 app_name = "attachments"
 
 urlpatterns = [
+    path("notes/<int:note_id>/", views.note_detail, name="note_detail"),
     path("notes/<int:note_id>/attachments/", views.attachment_upload, name="upload"),
     path(
         "notebooks/<int:notebook_id>/sources/",

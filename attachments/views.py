@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import re
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
@@ -57,7 +58,7 @@ def attachment_upload(request: AuthenticatedHttpRequest, note_id: int) -> HttpRe
     uploader (XHR, one file per request) and htmx get row fragments (a row per stored file, an
     error row per refused one); a plain form post gets messages and a redirect back."""
     note = note_get(user=request.user, note_id=note_id)
-    back = reverse("notes:note_detail", args=[note.pk])
+    back = reverse("attachments:note_detail", args=[note.pk])
     added = gettext("Uploaded “%(name)s”. Processing starts now.")
     return _upload(request, notebook=note.notebook, note=note, back=back, row=ROW, added=added)
 
@@ -351,11 +352,11 @@ def attachment_reprocess(request: AuthenticatedHttpRequest, attachment_id: int) 
         return too_many_requests(row, refused) if refused else row
     if refused:
         return rate_limited_page(
-            request, refused, back_url=reverse("notes:note_detail", args=[attachment.note_id])
+            request, refused, back_url=reverse("attachments:note_detail", args=[attachment.note_id])
         )
     if error:
         messages.error(request, error)
-    return redirect("notes:note_detail", note_id=attachment.note_id)
+    return redirect("attachments:note_detail", note_id=attachment.note_id)
 
 
 @login_required
@@ -369,7 +370,7 @@ def attachment_delete(request: AuthenticatedHttpRequest, attachment_id: int) -> 
         messages.success(
             request, gettext("Deleted “%(name)s”.") % {"name": attachment.original_name}
         )
-        return redirect("notes:note_detail", note_id=attachment.note_id)
+        return redirect("attachments:note_detail", note_id=attachment.note_id)
     return render(request, "attachments/delete.html", {"attachment": attachment})
 
 
@@ -389,7 +390,7 @@ def attachment_password(request: AuthenticatedHttpRequest, attachment_id: int) -
         return _row(request, attachment, error=error, status=200)
     if error:
         messages.error(request, error)
-    return redirect("notes:note_detail", note_id=attachment.note_id)
+    return redirect("attachments:note_detail", note_id=attachment.note_id)
 
 
 @login_required
@@ -400,4 +401,17 @@ def attachment_unlock_reset(request: AuthenticatedHttpRequest, attachment_id: in
     )
     if request.htmx:
         return _row(request, attachment)
-    return redirect("notes:note_detail", note_id=attachment.note_id)
+    return redirect("attachments:note_detail", note_id=attachment.note_id)
+
+
+@login_required
+@require_http_methods(["GET"])
+def note_detail(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
+    """A note with its sources (here, not in notes/: the page reads both layers)."""
+    note = note_get(user=request.user, note_id=note_id)
+    context = {
+        "note": note,
+        "attachments": selectors.attachment_list(user=request.user, note_id=note.pk),
+        "max_upload_mb": settings.MAX_UPLOAD_MB,
+    }
+    return render(request, "notes/note_detail.html", context)

@@ -129,7 +129,7 @@ def _note_candidates(*, user: User, notebook: Notebook | None, term: str) -> lis
             name=n.title,
             path=_join(n.notebook.title, n.title),
             notebook_id=n.notebook_id,
-            url=reverse("notes:note_detail", args=[n.pk]),
+            url=reverse("attachments:note_detail", args=[n.pk]),
         )
         for n in notes.order_by("pk")[:CANDIDATES_PER_KIND]
     ]

@@ -149,7 +149,7 @@ def _source(
                 + urlencode({"page": page, "quote": quote})
                 + "#quote",
             )
-        note_url = reverse("notes:note_detail", args=[int(citation["note_id"])])
+        note_url = reverse("attachments:note_detail", args=[int(citation["note_id"])])
         return Source(
             n=n,
             kind="note",

@@ -67,7 +67,7 @@ def note_conversations(request: AuthenticatedHttpRequest, note_id: int) -> HttpR
     if request.method == "POST":
         if note.is_trashed:
             messages.error(request, _("This note is in the trash. Restore it to ask about it."))
-            return redirect("notes:note_detail", note_id=note.pk)
+            return redirect("attachments:note_detail", note_id=note.pk)
         conversation = services.conversation_create(
             owner=request.user, notebook=note.notebook, note=note
         )

@@ -12,7 +12,6 @@ urlpatterns = [
     path("notebooks/<int:notebook_id>/delete/", views.notebook_delete, name="notebook_delete"),
     path("notebooks/<int:notebook_id>/notes/", views.notebook_notes, name="notebook_notes"),
     path("notebooks/<int:notebook_id>/notes/new/", views.note_create, name="note_create"),
-    path("notes/<int:note_id>/", views.note_detail, name="note_detail"),
     path("notes/<int:note_id>/edit/", views.note_edit, name="note_edit"),
     path("notes/<int:note_id>/preview/", views.note_preview, name="note_preview"),
     path("notes/<int:note_id>/trash/", views.note_trash, name="note_trash"),

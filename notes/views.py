@@ -141,26 +141,12 @@ def note_create(request: AuthenticatedHttpRequest, notebook_id: int) -> HttpResp
 
 
 @login_required
-@require_http_methods(["GET"])
-def note_detail(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
-    from attachments.selectors import attachment_list
-
-    note = selectors.note_get(user=request.user, note_id=note_id)
-    context = {
-        "note": note,
-        "attachments": attachment_list(user=request.user, note_id=note.pk),
-        "max_upload_mb": settings.MAX_UPLOAD_MB,
-    }
-    return render(request, "notes/note_detail.html", context)
-
-
-@login_required
 @require_http_methods(["GET", "POST"])
 def note_edit(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
     note = selectors.note_get(user=request.user, note_id=note_id)
     if note.is_trashed:
         messages.info(request, gettext("This note is in the trash. Restore it to edit it."))
-        return redirect("notes:note_detail", note_id=note.pk)
+        return redirect("attachments:note_detail", note_id=note.pk)
     saved_text = (note.title, note.body)  # the form writes the posted text into `note`
     form = NoteForm(request.POST or None, instance=note)
     refused: RateLimited | None = None
@@ -177,7 +163,7 @@ def note_edit(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
             form.add_error(None, exc)
         else:
             messages.success(request, gettext("Saved."))
-            return redirect("notes:note_detail", note_id=note.pk)
+            return redirect("attachments:note_detail", note_id=note.pk)
     response = render(request, "notes/note_edit.html", {"note": note, "form": form})
     return too_many_requests(response, refused) if refused else response
 
@@ -247,7 +233,7 @@ def note_delete(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse
             services.note_delete(note=note)
         except ValidationError as exc:
             messages.error(request, " ".join(exc.messages))
-            return redirect("notes:note_detail", note_id=note.pk)
+            return redirect("attachments:note_detail", note_id=note.pk)
         messages.success(request, gettext("Deleted “%(title)s” forever.") % {"title": note.title})
         return _after_note_action(request, note.notebook_id)
     return render(request, "notes/note_delete.html", {"note": note})

@@ -43,7 +43,7 @@ OBJECT_PAGES = {
     "notes:notebook_rename": ("notebook", ["GET", "POST"]),
     "notes:notebook_delete": ("notebook", ["GET", "POST"]),
     "notes:note_create": ("notebook", ["POST"]),
-    "notes:note_detail": ("note", ["GET"]),
+    "attachments:note_detail": ("note", ["GET"]),
     "notes:note_edit": ("note", ["GET", "POST"]),
     "notes:note_preview": ("note", ["POST"]),
     "notes:note_trash": ("note", ["POST"]),

@@ -17,7 +17,8 @@ from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext, ngettext
 
-from attachments.models import NoteAttachment
+from attachments import signals
+from attachments.models import MAX_PASSWORD_ATTEMPTS, NoteAttachment
 from attachments.validation import (
     SourceKind,
     ValidatedUpload,
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 Status = NoteAttachment.Status
 Stage = NoteAttachment.Stage
-MAX_PASSWORD_ATTEMPTS = 3
 
 
 class DuplicateAttachment(ValidationError):
@@ -242,17 +242,11 @@ def attachment_reprocess(*, attachment: NoteAttachment) -> NoteAttachment:
 
 
 def _guides_after_reprocess(attachment: NoteAttachment) -> None:
-    from guides.services import guides_after_reprocess
-    from intelligence.services import profile_after_reprocess
-
-    guides_after_reprocess(attachment=attachment)
-    profile_after_reprocess(attachment=attachment)
+    signals.source_reprocessed.send(sender=NoteAttachment, attachment=attachment)
 
 
 def _guides_after_delete(notebook_id: int) -> None:
-    from guides.services import guides_after_delete
-
-    guides_after_delete(notebook_id=notebook_id)
+    signals.source_deleted.send(sender=NoteAttachment, notebook_id=notebook_id)
 
 
 def attachment_delete(*, attachment: NoteAttachment) -> None:

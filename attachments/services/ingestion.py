@@ -17,6 +17,7 @@ from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 from django_q.exceptions import TimeoutException
 
+from attachments import signals
 from attachments.chunking import Chunk, chunk_pages, provisional_chunks
 from attachments.models import (
     ChunkVector,
@@ -223,13 +224,9 @@ def _thumbnail(attachment: NoteAttachment, source: Path) -> None:
 
 
 def _after_ready(attachment_id: int) -> None:
-    """Its guide and its notebook's are written next (guides/), and its profile (intelligence/);
-    neither ever fails the run."""
-    from guides.services import guides_after_ready
-    from intelligence.services import profile_after_ready
-
-    guides_after_ready(attachment_id=attachment_id)
-    profile_after_ready(attachment_id=attachment_id)
+    """The layers above are told (attachments.signals): guides write its guide and its
+    notebook's, intelligence its profile; neither ever fails the run."""
+    signals.source_ready.send(sender=NoteAttachment, attachment_id=attachment_id)
 
 
 def _retry_later(run: _Run, reason: str) -> None:

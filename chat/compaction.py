@@ -13,7 +13,7 @@ than half of what a prompt may use. The Compact button and
 
 How: every message but the last KEEP_RECENT, up to the first answer still being written, in
 batches of BATCH_SIZE that never part a question from its answer. The chat model summarises a
-batch in one validated JSON call (chat.llm.structured); offline, or when the model's reply is
+batch in one validated JSON call (core.llm); offline, or when the model's reply is
 unusable, the summary is extractive: each question and the first sentence of its answer.
 
 Concurrency: a Postgres advisory lock per conversation lets one compaction run at a time (a
@@ -335,7 +335,7 @@ def summarise(batch: list[Message]) -> tuple[str, str]:
     """A batch's summary and its summarizer: "llm" when the chat model gave a usable one,
     else "extractive" (no model, or junk, invalid JSON, a refusal, an error or a timeout)."""
     if settings.CHAT_MODEL:
-        from chat.llm.structured import structured_call
+        from core.llm import structured_call
 
         try:
             reply = structured_call(

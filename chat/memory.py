@@ -36,13 +36,13 @@ from django.http import Http404
 from pgvector.django import CosineDistance
 from pydantic import BaseModel, ConfigDict
 
-from chat.llm.structured import structured_call
 from chat.models import Memory, Message
 from chat.selectors import memory_list
 from core import model_budget
 from core.embeddings import get_embedder
 from core.jobs import job_submit
 from core.language import detect_language, search_config_for, segment_for_search, tsvector_sql
+from core.llm import structured_call
 
 if TYPE_CHECKING:
     from core.types import User

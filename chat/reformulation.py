@@ -2,7 +2,7 @@
 its conversation is read with them ("And if I don't have the program itself?", "Was hat es
 falsch gemacht?", "那要放在页面侧边的注释呢？"):
 
-- with a chat model, one short JSON-schema call (chat.llm.structured) rewrites a follow-up into
+- with a chat model, one short JSON-schema call (core.llm) rewrites a follow-up into
   a self-contained search query, `{needs_reformulation, is_follow_up, query}`, from the last 2
   messages plus up to 5 earlier ones relevant to the question (hybrid: shared content words
   and embedding similarity over this conversation's messages), deduplicated, most recent
@@ -293,7 +293,7 @@ def _transcript(context: list[Message]) -> str:
 
 
 def with_model(question: str, context: list[Message]) -> Reformulation | None:
-    from chat.llm.structured import structured_call
+    from core.llm import structured_call
 
     user = (
         f"Earlier messages (oldest first):\n<conversation>\n{_transcript(context)}\n"

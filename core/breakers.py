@@ -154,7 +154,8 @@ def reset_all() -> None:
 
 
 # --- The chat model's breaker ("llm"): every request to the chat model, from chat (answers and
-# their helpers, chat.llm) and from search (query expansion, search.llm_json), reports here.
+# their helpers, chat.llm) and from every JSON call (core.llm: search's query expansion,
+# guides, profiles), reports here.
 
 
 def llm_outage(exc: BaseException) -> bool:

@@ -124,16 +124,14 @@ class OpenAIEmbedder:
     waiting and ingestion retries later."""
 
     def __init__(self, model: str, dimensions: int, base_url: str, api_key: str) -> None:
-        import openai
+        from core.llm import client  # the OpenAI SDK loads only for a remote embedder
 
         if not model:
             raise EmbeddingError("EMBEDDING_MODEL must name the server's model.", transient=False)
         self.model_name = model
         self.dimensions = dimensions
         # The SDK retries 429/5xx/timeouts itself with exponential backoff.
-        self._client = openai.OpenAI(
-            base_url=base_url or None, api_key=api_key or "not-needed", max_retries=4, timeout=60
-        )
+        self._client = client(base_url, api_key, 60, 4)
 
     def embed(self, texts: list[str], *, timeout: float | None = None) -> list[list[float]]:
         """Vectors for `texts`. With `timeout` (a search's query): one attempt, no SDK retries,

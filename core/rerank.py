@@ -28,7 +28,6 @@ from core.breakers import breaker
 
 if TYPE_CHECKING:
     import httpx2
-    import openai
     from openai.types.shared_params import ResponseFormatJSONSchema
     from sentence_transformers import CrossEncoder
 
@@ -128,7 +127,6 @@ def reset_state() -> None:
             _executor = None
     _cross_encoder.cache_clear()
     _http_client.cache_clear()
-    _openai_client.cache_clear()
 
 
 def _check_scores(scores: list[float], expected: int) -> None:
@@ -282,14 +280,6 @@ _RANKING_FORMAT: ResponseFormatJSONSchema = {
 }
 
 
-@cache
-def _openai_client(base_url: str, api_key: str) -> openai.OpenAI:
-    import openai
-
-    # No SDK retries: a retry would double the wait, and the breaker handles a failing server.
-    return openai.OpenAI(base_url=base_url or None, api_key=api_key or "not-needed", max_retries=0)
-
-
 def _llm_scores(query: str, passages: list[str], timeout: float) -> list[float]:
     import openai
 
@@ -298,7 +288,10 @@ def _llm_scores(query: str, passages: list[str], timeout: float) -> list[float]:
     numbered = "\n\n".join(
         f"[{n}] {' '.join(text.split())[:LLM_PASSAGE_CHARS]}" for n, text in enumerate(passages, 1)
     )
-    client = _openai_client(settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY)
+    from core.llm import client as llm_client  # not at import: settings imports this module
+
+    # No SDK retries: a retry would double the wait, and the breaker handles a failing server.
+    client = llm_client(settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY, None, 0)
     try:
         response = metrics.llm_call(
             "rerank",

@@ -1,5 +1,5 @@
 """The chat-model path: one JSON call at temperature 0 to classify and name, then one
-type-specific JSON-only extraction call (chat.llm.structured.structured_call). Any failure
+type-specific JSON-only extraction call (core.llm.structured_call). Any failure
 (junk, refusal, 429, timeout, a reply outside the schema) gives None: the caller goes offline."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from chat.llm.structured import structured_call
+from core.llm import structured_call
 from intelligence.classifier import TYPES
 
 TEXT_LIMIT = 6000

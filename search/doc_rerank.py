@@ -23,7 +23,7 @@ from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.breakers import breaker
-from search.llm_json import json_call
+from core.llm import SCHEMA_IN_PROMPT, json_call
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +107,7 @@ def _score(
             model=Relevance,
             timeout=timeout,
             max_tokens=60,
+            levels=SCHEMA_IN_PROMPT,
         )
     if answer is None:
         stop.set()
@@ -207,6 +208,7 @@ def _tie_break(query: str, tied: list[Candidate], timeout: float) -> tuple[list[
         model=TieOrder,
         timeout=timeout,
         max_tokens=40 + 12 * len(tied),
+        levels=SCHEMA_IN_PROMPT,
     )
     ids = [c.doc_id for c in tied]
     if answer is None:

@@ -92,7 +92,7 @@ class Expansion:
 
 def expand(query: str) -> Expansion:
     """The query's English forms and inferred doc type, or the query alone (with the reason)."""
-    from search.llm_json import json_call
+    from core.llm import SCHEMA_IN_PROMPT, json_call  # the OpenAI SDK loads on first use
 
     if not settings.CHAT_MODEL:
         return Expansion(query=query, fallback=NEEDS_CHAT_MODEL)
@@ -104,6 +104,7 @@ def expand(query: str) -> Expansion:
         model=QueryExpansion,
         max_tokens=300,
         timeout=min(EXPANSION_TIMEOUT, float(settings.CHAT_TIMEOUT)),
+        levels=SCHEMA_IN_PROMPT,
     )
     seconds = time.perf_counter() - started
     if answer is None:

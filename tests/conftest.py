@@ -123,6 +123,29 @@ def bob_note(bob, bob_notebook):
     )
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _vacuumed_vectors(request):
+    """After each module, VACUUM the vector tables. A test's rows are rolled back, but their
+    entries stay in the HNSW indexes until a vacuum; after a module that embedded thousands
+    of passages (the fake embedder's random vectors), the graph is mostly dead nodes and an
+    approximate search over a later test's few passages could miss its true nearest ones
+    (a follow-up then read as a new topic, now and then). Production tables are vacuumed by
+    autovacuum; a test run makes that churn in minutes."""
+    yield
+    mine = [item for item in request.session.items if item.module is request.module]
+    if not any(item.get_closest_marker("django_db") for item in mine):
+        return  # the module did not touch the database
+    from django.db import connection
+
+    request.getfixturevalue("django_db_setup")
+    with request.getfixturevalue("django_db_blocker").unblock():
+        if connection.in_atomic_block:
+            return
+        with connection.cursor() as cursor:
+            for table in ("attachments_chunkvector", "notes_notevector"):
+                cursor.execute(f"VACUUM {table}")
+
+
 @pytest.fixture(autouse=True)
 def _closed_breakers():
     """Circuit breakers live as long as the process: each test starts with them closed."""

@@ -18,15 +18,14 @@ from django.template.loader import render_to_string
 from pydantic import BaseModel
 
 from chat.agent import generate, get_answerer
-from chat.llm import forget_servers
 from chat.llm.server import model_available
-from chat.llm.structured import structured_call
 from chat.models import Message
 from chat.rendering import present
 from chat.services import conversation_create, message_ask, message_retry
 from core import breakers
 from core.breakers import breaker, reset_all
 from core.embeddings import EmbeddingError, get_embedder
+from core.llm import forget_servers, structured_call
 from search.retrieval import search
 from tests.attachments.test_pipeline import ingest
 from tests.conftest import upload
@@ -578,11 +577,12 @@ def test_a_hanging_helper_call_counts_and_gives_none(chat):
 
 def test_answer_streams_complete_normally(chat):
     """The guarded stream is transparent: a whole answer is a success."""
-    from chat.llm.server import client, stream_chat
+    from chat.llm.server import stream_chat
+    from core.llm import client
 
     breaker("llm").failure()
     chat.script = [Answer("Hello there.")]
-    api = client(chat.url + "/v1", "test-key", 5.0)
+    api = client(chat.url + "/v1", "test-key", 5.0, 2)
     with stream_chat(
         api, model="fake-model", messages=[{"role": "user", "content": "hi"}], stream=True
     ) as stream:

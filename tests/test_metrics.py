@@ -206,9 +206,9 @@ def test_circuit_breaker_openings_and_rejections_are_counted(staff_client, setti
 
 
 def test_chat_model_requests_are_timed_and_their_tokens_counted(staff_client, settings):
-    from chat.llm.server import client, forget_servers, stream_chat
-    from chat.llm.structured import structured_call
+    from chat.llm.server import stream_chat
     from chat.reformulation import _SYSTEM, _ModelReformulation
+    from core.llm import client, forget_servers, structured_call
 
     forget_servers()
     seconds, tokens = "notebook_llm_request_duration_seconds_count", "notebook_llm_tokens_total"
@@ -217,7 +217,7 @@ def test_chat_model_requests_are_timed_and_their_tokens_counted(staff_client, se
         settings.OPENAI_BASE_URL = f"{server.url}/v1"
         settings.OPENAI_API_KEY = "test-key"
         before = scrape(staff_client)
-        api = client(settings.OPENAI_BASE_URL, "test-key", 30.0)
+        api = client(settings.OPENAI_BASE_URL, "test-key", 30.0, 2)
         messages = [{"role": "user", "content": "Say something."}]
         with stream_chat(
             api, model="fake-model", messages=messages, stream=True,
@@ -245,8 +245,8 @@ def test_chat_model_requests_are_timed_and_their_tokens_counted(staff_client, se
 
 def test_a_failing_chat_model_counts_errors_and_the_offline_answer(staff_client, settings):
     from chat.agent import get_answerer
-    from chat.llm.structured import structured_call
     from chat.reformulation import _ModelReformulation
+    from core.llm import structured_call
 
     settings.CHAT_MODEL = "fake-model"
     settings.OPENAI_BASE_URL = "http://127.0.0.1:9/v1"  # nothing listens

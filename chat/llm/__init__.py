@@ -3,6 +3,6 @@
 from __future__ import annotations
 
 from chat.llm.answerer import LLMAnswerer
-from chat.llm.server import describe_error, forget_servers, parse_json_object, token_counter
+from chat.llm.server import token_counter
 
-__all__ = ["LLMAnswerer", "describe_error", "forget_servers", "parse_json_object", "token_counter"]
+__all__ = ["LLMAnswerer", "token_counter"]

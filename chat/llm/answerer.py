@@ -39,16 +39,10 @@ from chat.grounding import back_claims, search_first, weigh
 from chat.llm.budget import ChatMessage, ContextBudget, Framed
 from chat.llm.messages import history_messages, system_prompt
 from chat.llm.metadata import request_metadata
-from chat.llm.server import (
-    client,
-    cut_off,
-    describe_error,
-    stream_chat,
-    token_counter,
-    traits,
-)
+from chat.llm.server import cut_off, stream_chat, token_counter
 from chat.model_output import TemplateFilter, remove_echoes
 from chat.tools import Tool, ToolContext, ToolResult, openai_tools, tools_for
+from core.llm import client, describe_error, traits
 
 if TYPE_CHECKING:
     from openai.types.chat import (
@@ -111,8 +105,9 @@ class LLMAnswerer(ContextBudget):
 
     def __init__(self) -> None:
         self.model: str = settings.CHAT_MODEL
+        # The SDK retries connection errors, 408, 409, 429 and 5xx itself (Retry-After).
         self.client = client(
-            settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY, float(settings.CHAT_TIMEOUT)
+            settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY, float(settings.CHAT_TIMEOUT), 2
         )
         self.count = token_counter(self.model)
         window = int(settings.CHAT_CONTEXT_TOKENS)

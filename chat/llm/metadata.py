@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any, cast
 import openai
 
 from chat import prompts
-from chat.llm.server import FORMATS, allow, describe_error, parse_json_object, traits
 from core import metrics
 from core.breakers import settle_llm
+from core.llm import FORMATS, allow, describe_error, parse_json_object, traits
 
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionMessageParam

@@ -1,5 +1,5 @@
 """A guide written by the chat model: one JSON-schema call over the outline and the central
-passages (chat.llm.structured: junk, invalid JSON, a refusal, HTTP errors and timeouts give
+passages (core.llm: junk, invalid JSON, a refusal, HTTP errors and timeouts give
 None, and the caller writes the offline guide instead). Every summary sentence must cite a
 passage with a quote that occurs in that page's text, checked as answers' citations are
 (chat.citations.verify); a sentence with no verified citation is dropped."""
@@ -15,7 +15,7 @@ from django.conf import settings
 from pydantic import BaseModel, Field
 
 from chat.citations import verify
-from chat.llm.structured import structured_call
+from core.llm import structured_call
 from core.textutil import estimate_tokens
 from guides.services.content import Passage
 

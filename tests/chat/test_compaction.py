@@ -27,11 +27,12 @@ from chat.compaction import (
     summaries_for,
 )
 from chat.events import Finished
-from chat.llm import LLMAnswerer, forget_servers
+from chat.llm import LLMAnswerer
 from chat.llm.budget import TRUNCATED, ChatMessage, ContextBudget, Framed
 from chat.models import Conversation, ConversationSummary, Message
 from chat.services import conversation_create, message_ask
 from chat.tools import ToolContext
+from core.llm import forget_servers
 from core.models import Job
 from tests.attachments.test_pipeline import ingest
 from tests.conftest import upload

@@ -13,12 +13,12 @@ from django.core.exceptions import ValidationError
 from django.template.loader import render_to_string
 
 from chat.agent import generate
-from chat.llm import forget_servers, parse_json_object, token_counter
-from chat.llm.server import traits
+from chat.llm import token_counter
 from chat.models import Message
 from chat.rendering import present
 from chat.services import conversation_create, message_ask, message_retry
 from core.breakers import breaker
+from core.llm import forget_servers, parse_json_object, traits
 from core.textutil import estimate_tokens
 from tests.attachments.test_pipeline import ingest
 from tests.conftest import upload
@@ -617,7 +617,7 @@ def test_a_timeout_names_the_limit_the_request_had():
     import httpx2
     import openai
 
-    from chat.llm.server import describe_error
+    from core.llm import describe_error
 
     request = httpx2.Request(
         "POST", "http://model.test/v1/chat/completions", extensions={"timeout": {"read": 20.0}}

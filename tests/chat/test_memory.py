@@ -19,7 +19,6 @@ from django.db import transaction
 from django.utils import timezone
 
 from chat import memory
-from chat.llm.server import forget_servers
 from chat.memory import (
     MAX_MEMORIES,
     memories_for_prompt,
@@ -31,6 +30,7 @@ from chat.models import Conversation, Memory, Message
 from chat.prompts import EARLIER_RULE, MEMORIES_HEAD, memories_block
 from chat.tasks import extract_memories
 from core.breakers import breaker
+from core.llm import forget_servers
 from core.models import Job
 from tests.factories import NotebookFactory
 from tests.fake_chat import Hang, Metadata, Refusal, Status, fake_chat_server

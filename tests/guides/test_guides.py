@@ -17,8 +17,8 @@ from django_q.models import OrmQ, Schedule
 from chat import services as chat_services
 from chat.citations import normalise, quotable
 from chat.grounding import sentences
-from chat.llm.server import forget_servers
 from core.breakers import breaker
+from core.llm import forget_servers
 from core.models import Job
 from guides import services
 from guides.models import Guide

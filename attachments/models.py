@@ -136,6 +136,7 @@ class NoteAttachment(models.Model):
     @property
     def extension(self) -> str:
         """The stored file's extension (".pdf", ".png", …): what it is served as."""
+        assert self.file.name is not None  # a stored attachment always has its file
         return PurePosixPath(self.file.name).suffix.lower() or ".pdf"
 
     @property

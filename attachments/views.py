@@ -215,7 +215,7 @@ def attachment_download(request: AuthenticatedHttpRequest, attachment_id: int) -
 
 @login_required
 @require_http_methods(["GET"])
-def attachment_thumbnail(request: AuthenticatedHttpRequest, attachment_id: int) -> HttpResponse:
+def attachment_thumbnail(request: AuthenticatedHttpRequest, attachment_id: int) -> FileResponse:
     """A small WebP of the source (an image scaled down, a PDF's first page), made now if a
     ready file has none yet; 404 when there is none (or the file is not the user's)."""
     attachment = selectors.attachment_get(user=request.user, attachment_id=attachment_id)

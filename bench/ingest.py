@@ -484,8 +484,8 @@ def run_pipeline(files: list[Path], work: Path, *, alone: bool = True) -> dict[s
             continue
 
         log(f"pipeline {path.name}: extract + embed alone")
-        alone = _measure_alone(row, alone_source, attachment.pk)
-        row.denominator_s = round(alone + (row.ocr_s or 0), 3)
+        alone_s = _measure_alone(row, alone_source, attachment.pk)
+        row.denominator_s = round(alone_s + (row.ocr_s or 0), 3)
         overhead = _ratio(row.wall_s, row.denominator_s)
         row.overhead = None if overhead is None else round(overhead, 3)
 
@@ -747,7 +747,7 @@ def run_whole_set(files: list[Path], baselines: dict[str, float], workers: int) 
     for proc in procs:
         proc.wait()
     wall = time.perf_counter() - started
-    rows = []
+    rows: list[dict[str, Any]] = []
     stages: dict[str, float] = {}
     for a in NoteAttachment.objects.filter(pk__in=ids).order_by("pk"):
         timings = dict(a.timings or {})
@@ -1032,6 +1032,7 @@ def main(argv: list[str] | None = None) -> int:
             report["searchable"] = run_searchable(report["pipeline"], baselines)
             if not args.no_set:
                 workers = args.workers or settings.Q_CLUSTER["workers"]
+                assert isinstance(workers, int)
                 report["whole_set"] = run_whole_set(files, baselines, workers)
             if args.embedders:  # sys.path has REPO since setup_django
                 from bench.embedding_backends import run as run_embedders

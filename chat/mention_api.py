@@ -6,7 +6,7 @@ from typing import Literal
 
 from ninja import Router, Schema
 
-from chat.mentions import suggest
+from chat.mentions import Suggestion, suggest
 from core.params import Id
 from core.types import AuthenticatedHttpRequest
 from notes.selectors import notebook_get
@@ -28,7 +28,7 @@ class MentionOut(Schema):
 @router.get("/notebooks/{notebook_id}/mentions", response=list[MentionOut])
 def list_mentions(
     request: AuthenticatedHttpRequest, notebook_id: Id, q: str = "", all: bool = False
-) -> list[dict[str, object]]:
+) -> list[Suggestion]:
     """Sources to mention from this notebook, best first: its notes (`all=false`, like `@q`)
     or every note, ready PDF and non-empty notebook of yours (`all=true`, like `@@q`). Each
     `ref` can be sent back in a question's selections."""

@@ -52,8 +52,8 @@ class Chip(BaseModel):
     kind: Literal["file", "path"]
     mode: Literal["markdown", "all"] = "all"
     ref: str = Field(pattern=REF)
-    name: str = Field("", max_length=500)
-    path: str = Field("", max_length=2000)
+    name: str = Field(default="", max_length=500)
+    path: str = Field(default="", max_length=2000)
     count: int = 0
 
 

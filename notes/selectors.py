@@ -7,7 +7,7 @@ Another user's object raises Http404, exactly like a missing one.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 from django.db.models import Count, Q, QuerySet
 from django.shortcuts import get_object_or_404
@@ -15,7 +15,13 @@ from django.shortcuts import get_object_or_404
 from notes.models import Note, Notebook
 
 if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
     from core.types import User
+
+
+class NoteCount(TypedDict):
+    note_count: int
 
 
 def _visible_notebooks(*, user: User) -> QuerySet[Notebook]:
@@ -27,7 +33,7 @@ def visible_notes(*, user: User) -> QuerySet[Note]:
     return Note.objects.filter(notebook__in=_visible_notebooks(user=user))
 
 
-def notebook_list(*, user: User) -> QuerySet[Notebook]:
+def notebook_list(*, user: User) -> QuerySet[WithAnnotations[Notebook, NoteCount]]:
     """The user's notebooks, newest first, each with `note_count` (notes not in the trash)."""
     return _visible_notebooks(user=user).annotate(
         note_count=Count("notes", filter=Q(notes__trashed_at__isnull=True))

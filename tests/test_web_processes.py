@@ -281,7 +281,9 @@ def _connection(port: int) -> tuple[http.client.HTTPConnection, int]:
     return conn, conn.sock.getsockname()[1]
 
 
-def _request(conn, method: str, path: str, body: str = "", headers=None) -> tuple[int, str, dict]:
+def _request(
+    conn, method: str, path: str, body: str = "", headers=None
+) -> tuple[int, str, dict[str, str]]:
     conn.request(method, path, body=body.encode() or None, headers=headers or {})
     response = conn.getresponse()
     return response.status, response.read().decode(errors="replace"), dict(response.getheaders())
@@ -330,4 +332,5 @@ def _limits_across(alice, port: int, webs: list[int]) -> None:
         status, body = login(conn, "right horse battery")
         assert status == 429, body[:300]  # the lockout page, not a redirect into the app
     for conn in conns:
+        assert isinstance(conn, http.client.HTTPConnection)
         conn.close()

@@ -308,7 +308,7 @@ def _open_image(path: str) -> Any:
 
     max_pixels = int(os.environ.get("NOTEBOOK_IMAGE_MAX_PIXELS", str(40_000_000)))
     Image.MAX_IMAGE_PIXELS = max_pixels
-    image = Image.open(path, formats=["JPEG", "PNG", "GIF", "WEBP"])
+    image: Image.Image = Image.open(path, formats=["JPEG", "PNG", "GIF", "WEBP"])
     if image.width * image.height > max_pixels:
         raise ValueError(f"the image has more than {max_pixels:,} pixels")
     image = ImageOps.exif_transpose(image)

@@ -4,6 +4,8 @@ and seen by nobody but the file's owners."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from django.db.models import F
 from django.test import Client
@@ -11,6 +13,7 @@ from django.urls import reverse
 
 from attachments import services
 from attachments.models import DocumentChunk, DocumentPage, NoteAttachment, PostingList
+from attachments.pdf import extract
 from attachments.pdf.extract import PdfError
 from attachments.services import ingestion
 from search.retrieval import Scope, search
@@ -40,10 +43,10 @@ def _assert_verbatim(hit) -> None:
     assert page.text[hit.chunk.start_char : hit.chunk.end_char] == hit.chunk.content
 
 
-def _between_passes(monkeypatch, check) -> dict:
+def _between_passes(monkeypatch, check) -> dict[str, Any]:
     """Run `check()` after the first pass commits and before the structured pass starts."""
-    seen: dict = {}
-    real = ingestion.extract_text
+    seen: dict[str, Any] = {}
+    real = extract.extract_text
 
     def extract_text(*args, **kwargs):
         seen["result"] = check()
@@ -103,6 +106,7 @@ def test_keyword_search_finds_the_file_after_the_first_pass_quoting_its_page(
     ids = {i for p in PostingList.objects.filter(attachment=attachment) for i in p.chunk_ids}
     assert ids <= {c.pk for c in final}
     hit = search(user=alice, query="urldef", scope=Scope(note_id=note.pk), mode="lexical").hits[0]
+    assert hit.chunk is not None
     assert hit.chunk.page_number == 2
     _assert_verbatim(hit)
 
@@ -152,8 +156,9 @@ def test_chinese_is_segmented_by_the_first_pass_as_by_the_second(alice, bob, not
     assert attachment.pages.count() == 139
     result = search(user=alice, query="宏包", scope=Scope(note_id=note.pk), mode="lexical")
     assert result.hits
-    assert all(h.chunk.attachment_id == attachment.pk for h in result.hits)
+    assert all(h.chunk is not None and h.chunk.attachment_id == attachment.pk for h in result.hits)
     for hit in result.hits:
+        assert hit.chunk is not None
         assert "宏包" in hit.chunk.content
         _assert_verbatim(hit)
     assert search(user=bob, query="宏包", mode="lexical").hits == []
@@ -165,7 +170,7 @@ def test_a_file_deleted_or_superseded_during_the_first_pass_gets_nothing_written
 ):
     attachment = upload(alice, note, "url.pdf")
     pk = attachment.pk
-    real = ingestion.fast_text
+    real = extract.fast_text
 
     def fast_text(*args, **kwargs):
         extraction = real(*args, **kwargs)

@@ -16,7 +16,7 @@ from django.test import Client
 from PIL import Image, ImageDraw, ImageFont
 
 from attachments.models import DocumentPage, NoteAttachment
-from attachments.services import attachment_delete, source_add
+from attachments.services import AddedSource, attachment_delete, source_add
 from attachments.thumbnails import thumbnail_path
 from chat import services as chat_services
 from chat.agent import generate
@@ -47,6 +47,12 @@ def text_image(fmt: str = "PNG", lines: list[str] = LINES, size=(1000, 360)) -> 
 
 def _stored_files() -> list[Path]:
     return [p for p in Path(settings.MEDIA_ROOT).rglob("*") if p.is_file()]
+
+
+def attached(added: AddedSource) -> NoteAttachment:
+    """The attachment an uploaded image became (an image is always attached to a note)."""
+    assert added.attachment is not None
+    return added.attachment
 
 
 def _file(name: str, data: bytes) -> SimpleUploadedFile:
@@ -85,6 +91,7 @@ def test_an_image_uploads_is_ocrd_searchable_and_thumbnailed(
     assert response.status_code == 201, response.content
     image = NoteAttachment.objects.get()
     assert (image.kind, image.original_name, image.status) == ("image", "heron.png", "pending")
+    assert image.file.name is not None
     assert image.file.name.endswith(".png")
     if where == "api":
         assert response.json()["attachments"][0]["kind"] == "image"
@@ -105,7 +112,9 @@ def test_an_image_uploads_is_ocrd_searchable_and_thumbnailed(
         user=alice, query="heron millpond", scope=Scope(notebook_id=notebook.pk), mode="hybrid"
     ).hits
     assert hits
+    assert hits[0].attachment is not None
     assert hits[0].attachment.pk == image.pk
+    assert hits[0].chunk is not None
     assert hits[0].chunk.page_number == 1
 
     # The download is the image, as what it is; the page text shows the OCR text.
@@ -137,8 +146,9 @@ def test_an_offline_answer_cites_the_image_at_page_1_and_opens_it_as_an_image(al
     added = source_add(
         user=alice, notebook=notebook, note=note, uploaded=_file("survey.jpg", text_image("JPEG"))
     )
-    image = ingest(added.attachment)
+    image = ingest(attached(added))
     assert image.status == "ready", image.error
+    assert image.file.name is not None
     assert image.file.name.endswith(".jpg")
     chat = chat_services.conversation_create(owner=alice, notebook=notebook)
     _, pending = chat_services.message_ask(
@@ -267,18 +277,18 @@ def test_the_drop_zones_know_the_batch_limit(alice_client, notebook, note):
 def test_the_same_image_twice_on_a_note_is_a_duplicate_and_reused_by_hash(alice, notebook, note):
     data = text_image()
     first = ingest(
-        source_add(
-            user=alice, notebook=notebook, note=note, uploaded=_file("a.png", data)
-        ).attachment
+        attached(
+            source_add(user=alice, notebook=notebook, note=note, uploaded=_file("a.png", data))
+        )
     )
     assert first.status == "ready", first.error
     with pytest.raises(Exception, match="already attached to this note"):
         source_add(user=alice, notebook=notebook, note=note, uploaded=_file("b.png", data))
     other = NoteFactory.create(notebook=notebook, author=alice, title="Elsewhere")
     copy = ingest(
-        source_add(
-            user=alice, notebook=notebook, note=other, uploaded=_file("c.png", data)
-        ).attachment
+        attached(
+            source_add(user=alice, notebook=notebook, note=other, uploaded=_file("c.png", data))
+        )
     )
     assert copy.status == "ready", copy.error
     assert copy.timings.get("reused_from") == first.pk
@@ -318,9 +328,11 @@ def test_no_thumbnail_before_ready_or_when_none_can_be_made(alice, alice_client,
 
 def test_another_users_thumbnail_is_a_404(alice, bob, note):
     image = ingest(
-        source_add(
-            user=alice, notebook=note.notebook, note=note, uploaded=_file("a.png", text_image())
-        ).attachment
+        attached(
+            source_add(
+                user=alice, notebook=note.notebook, note=note, uploaded=_file("a.png", text_image())
+            )
+        )
     )
     assert image.status == "ready", image.error
     client = Client()
@@ -347,7 +359,7 @@ def test_an_image_without_text_or_damaged_past_its_header_fails_with_a_reason(
     added = source_add(
         user=alice, notebook=notebook, note=note, uploaded=_file("blank.png", blank.getvalue())
     )
-    failed = ingest(added.attachment)
+    failed = ingest(attached(added))
     assert failed.status == "failed"
     assert (
         failed.error
@@ -358,7 +370,7 @@ def test_an_image_without_text_or_damaged_past_its_header_fails_with_a_reason(
     whole = text_image("JPEG", lines=["Truncated"])
     cut = whole[: len(whole) // 2]  # the header is intact: accepted, then unreadable
     added = source_add(user=alice, notebook=notebook, note=note, uploaded=_file("cut.jpg", cut))
-    failed = ingest(added.attachment)
+    failed = ingest(attached(added))
     assert failed.status == "failed"
     assert failed.error.startswith("The image cannot be read"), failed.error
     assert "PDF" not in failed.error

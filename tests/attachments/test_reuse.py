@@ -9,10 +9,10 @@ from django.db import connection
 from attachments import services
 from attachments.models import ChunkVector, DocumentChunk, DocumentPage, NoteAttachment
 from attachments.services import ingestion
-from attachments.services.reuse import copy_ingested
+from attachments.services.reuse import copy_ingested, reusable_source
 from guides.models import Guide
 from notes.services import note_delete, note_trash
-from search.retrieval import Scope, search
+from search.retrieval import Hit, Scope, search
 from tests.attachments.test_pipeline import assert_consistent
 from tests.conftest import EVAL_PDFS, upload
 from tests.factories import NotebookFactory, NoteFactory
@@ -27,6 +27,12 @@ def ingest(attachment: NoteAttachment) -> NoteAttachment:
     services.attachment_ingest(attachment_id=attachment.pk)
     attachment.refresh_from_db()
     return attachment
+
+
+def chunk_of(hit: Hit) -> DocumentChunk:
+    """The passage a hit is (the hits here are all from PDFs)."""
+    assert hit.chunk is not None
+    return hit.chunk
 
 
 def new_note(user, **kwargs):
@@ -150,19 +156,23 @@ def test_a_reused_copy_is_searchable_and_citable_in_its_note(
     second = ingest(upload(alice, second_note, PDF))
     assert calls == []
     assert second.timings["reused_from"] == first.pk
-    scores = {}
+    scores: dict[int, list[tuple[int, float]]] = {}
     for note, attachment in ((first.note, first), (second_note, second)):
         scope = Scope(note_id=note.pk)
         lexical = search(user=alice, query=QUERY, scope=scope, mode="lexical").hits
         vector = search(user=alice, query=QUERY, scope=scope, mode="vector").hits
         assert lexical
         assert vector
-        assert {h.chunk.attachment_id for h in lexical + vector} == {attachment.pk}
-        scores[note.pk] = [(h.chunk.index, round(h.lexical, 6)) for h in lexical]
+        assert {chunk_of(h).attachment_id for h in lexical + vector} == {attachment.pk}
+        scores[note.pk] = []
+        for h in lexical:
+            assert h.lexical is not None
+            scores[note.pk].append((chunk_of(h).index, round(h.lexical, 6)))
     # The copied posting lists give the very same BM25 ranking and scores.
     assert scores[first.note.pk] == scores[second_note.pk]
 
     hit = search(user=alice, query=QUERY, scope=Scope(note_id=second_note.pk)).hits[0]
+    assert hit.chunk is not None
     quote = " ".join(hit.chunk.content.split()[:12])
     response = alice_client.get(
         f"/attachments/{second.pk}/pages/", {"page": hit.chunk.page_number, "quote": quote}
@@ -188,8 +198,8 @@ def test_deleting_either_copy_leaves_the_other_working(alice, alice_client, firs
     for mode in ("lexical", "vector", "hybrid"):
         hits = search(user=alice, query=QUERY, scope=Scope(note_id=kept.note_id), mode=mode).hits
         assert hits, mode
-        assert {h.chunk.attachment_id for h in hits} == {kept.pk}
-    page = hits[0].chunk.page_number
+        assert {chunk_of(h).attachment_id for h in hits} == {kept.pk}
+    page = chunk_of(hits[0]).page_number
     response = alice_client.get(f"/attachments/{kept.pk}/pages/", {"page": page})
     assert response.status_code == 200
 
@@ -199,7 +209,7 @@ def test_deleting_one_attachment_through_the_service_keeps_the_other(alice, firs
     services.attachment_delete(attachment=first)
     assert rows(second)["chunks"]
     hits = search(user=alice, query=QUERY, scope=Scope(note_id=second.note_id)).hits
-    assert {h.chunk.attachment_id for h in hits} == {second.pk}
+    assert {chunk_of(h).attachment_id for h in hits} == {second.pk}
 
 
 def test_never_reused_across_users(alice, bob, first):
@@ -242,7 +252,7 @@ def test_copying_twice_leaves_one_set_of_rows(alice, first):
 
 def test_a_superseded_run_does_not_copy(alice, first, monkeypatch):
     second = upload(alice, new_note(alice), PDF)
-    real = ingestion.reusable_source
+    real = reusable_source
 
     def then_reset(**kwargs):
         found = real(**kwargs)

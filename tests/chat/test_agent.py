@@ -160,6 +160,7 @@ def test_an_answer_is_generated_once(alice, library):
 
 class Failing:
     name = "llm"
+    notice = ""
 
     def run(self, question, history, context):
         yield ToolActivity("document_search", {}, "Searching", 0.0, 0)
@@ -169,6 +170,7 @@ class Failing:
 
 class Recording:
     name = "llm"
+    notice = ""
 
     def __init__(self):
         self.history = None

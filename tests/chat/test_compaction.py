@@ -652,7 +652,9 @@ def test_an_llm_answer_saves_its_context_slots(fake, pdf_conversation):
     exchanges(pdf_conversation, 16)
     conversation_compact(conversation=pdf_conversation)
     _, answer = message_ask(conversation=pdf_conversation, content=QUESTION)
-    slots = generate(answer.pk, lambda *args: None).metadata["context"]
+    generated = generate(answer.pk, lambda *args: None)
+    assert generated is not None
+    slots = generated.metadata["context"]
     assert slots["summaries"] > 0
     assert slots["history"] > 0
     assert slots["total"] <= slots["budget"]

@@ -13,14 +13,13 @@ from django.utils import timezone
 from attachments.models import NoteAttachment
 from chat.mentions import (
     CURRENT_BOOST,
-    FOLDER_MAX,
-    FOLDER_WARN,
     Candidate,
     folder_counts,
     rank,
     score,
     suggest,
 )
+from chat.selection import FOLDER_MAX, FOLDER_WARN
 from tests.factories import NotebookFactory, NoteFactory
 
 _sha = itertools.count()

@@ -26,7 +26,7 @@ ROUTES = [
 NETCDF = "The ncdf4 package reads netCDF and HDF5 data files into R, variable by variable."
 
 
-def _attachment(hit):  # type: ignore[no-untyped-def]
+def _attachment(hit):
     """The document a search hit comes from (a test's hits are documents)."""
     assert hit.attachment is not None
     return hit.attachment

@@ -222,6 +222,7 @@ def test_a_question_with_a_chip_answers_from_that_source_only(alice, library):
     assert url.pk not in cited_files(chosen)
     assert {p["attachment_id"] for p in chosen.retrieved if "attachment_id" in p} <= {natbib.pk}
     question = chosen.reply_to
+    assert question is not None
     assert question.explicit_selections[0]["source_ids"] == [f"attachment:{natbib.pk}"]
     assert question.explicit_selections[0]["subfile_count"] == 1
     assert question.explicit_selections[0]["name"] == "natbib.pdf"
@@ -246,12 +247,14 @@ def test_carry_over_follows_up_with_earlier_sources_unless_their_chip_was_remove
 
     # The follow-up names another source: the first answer's source carries over.
     kept = ask(chat, "And what about hyphens?", chips=[f"attachment:{natbib.pk}"])
+    assert kept.reply_to is not None
     assert kept.reply_to.is_follow_up
     assert kept.metadata["source_summary"]["carried_over_count"] == 1
 
     # The user removed url.pdf's chip (it is excluded): the next follow-up never uses it.
     dropped = ask(chat, "And what about slashes?", chips=[f"attachment:{natbib.pk}"],
                   excluded=[f"attachment:{url.pk}"])  # fmt: skip
+    assert dropped.reply_to is not None
     assert dropped.reply_to.is_follow_up
     assert url.pk not in cited_files(dropped)
     assert all(p.get("attachment_id") != url.pk for p in dropped.retrieved)
@@ -276,7 +279,9 @@ def test_ask_this_pdf_is_a_chat_about_that_file_only(alice, bob, client, library
     answer = ask(chat, URL_QUESTION)
     assert url.pk not in cited_files(answer)
     assert {p.get("attachment_id") for p in answer.retrieved} <= {natbib.pk}
-    assert ask(chat, NATBIB_QUESTION).reply_to.conversation.title == "natbib.pdf"
+    question = ask(chat, NATBIB_QUESTION).reply_to
+    assert question is not None
+    assert question.conversation.title == "natbib.pdf"
 
     client.force_login(bob)
     assert client.post(f"/attachments/{natbib.pk}/ask/").status_code == 404

@@ -3,6 +3,8 @@ the same passages reads them back instead of embedding them again, with the same
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytest
 
@@ -13,7 +15,7 @@ from tests.chat import test_offline_answers
 from tests.chat.test_offline_answers import QUESTION, answer
 
 pytestmark = pytest.mark.django_db
-url_note = pytest.fixture(test_offline_answers.url_note.__wrapped__)  # url.pdf, ingested
+url_note = pytest.fixture(inspect.unwrap(test_offline_answers.url_note))  # url.pdf, ingested
 
 
 class Counting:
@@ -48,6 +50,7 @@ def test_the_second_answer_over_the_same_passages_embeds_only_the_question(url_n
 
 def test_stored_vectors_score_as_fresh_ones_and_notes_are_not_stored(url_note):
     chunk = DocumentChunk.objects.filter(attachment__note=url_note).first()
+    assert chunk is not None
     items = [(chunk.pk, "The url package breaks lines at colons."), (None, "A note's line.")]
     embedder = get_embedder()
     q1, fresh = embed_weighed(embedder, "Where are lines broken?", items, timeout=10)

@@ -132,6 +132,7 @@ class TakenOver:
     """An answerer during whose work its answer is given up for dead and retried."""
 
     name = "llm"
+    notice = ""
 
     def __init__(self, retry: bool) -> None:
         self.retry = retry
@@ -168,6 +169,7 @@ class Slow:
     """A model that thinks for a long time before its first token."""
 
     name = "llm"
+    notice = ""
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds

@@ -77,8 +77,8 @@ def test_a_found_invoice_opens_in_the_split_view(
         page.set_viewport_size({"width": width, "height": height})
         assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
         # On a phone the panel does not cover the screen: the data below it can be reached.
-        data = split.get_by_test_id("extracted")
-        data.scroll_into_view_if_needed()
-        expect(data).to_be_in_viewport()
+        extracted = split.get_by_test_id("extracted")
+        extracted.scroll_into_view_if_needed()
+        expect(extracted).to_be_in_viewport()
     shoot(page, "split-view-390")
     assert js_errors == []

@@ -85,6 +85,7 @@ def test_ingestion_requests_a_profile_and_the_task_builds_it_offline(invoice, ca
     assert profile.method == "offline"
     assert profile.confidence > 0.5
     assert profile.better_name == "Invoice 2026-117 from Fjordline Consulting AS"
+    assert profile.doc_date is not None
     assert profile.doc_date.isoformat() == "2026-03-01"
     data = profile.extracted
     assert data["total"] == "15625.00"
@@ -107,6 +108,8 @@ def test_ingestion_requests_a_profile_and_the_task_builds_it_offline(invoice, ca
 def test_a_run_of_an_old_token_writes_nothing_and_a_rerun_is_idempotent(invoice):
     first = profile_request(attachment_id=invoice.pk)
     second = profile_request(attachment_id=invoice.pk)
+    assert first is not None
+    assert second is not None
     assert second.token == first.token + 1
     assert not profile_build(profile_id=first.pk, token=first.token)
     assert SourceProfile.objects.get(pk=first.pk).status == "pending"
@@ -327,6 +330,7 @@ def test_reaper_requeues_a_lost_run_and_fails_after_the_attempts(invoice, settin
 
     assert Schedule.objects.filter(func="intelligence.tasks.reap_stuck_profiles").exists()
     profile = profile_request(attachment_id=invoice.pk)
+    assert profile is not None
     assert profile_reap_stuck() == 0  # fresh: its task is on its way
     old = timezone.now() - timedelta(seconds=settings.INGEST_STALE_SECONDS + 5)
     SourceProfile.objects.filter(pk=profile.pk).update(status="processing", heartbeat_at=old)

@@ -17,7 +17,8 @@ from notes import indexing
 from notes.models import Note, NoteVector
 from notes.services import note_create, note_trash, note_update
 from search import retrieval
-from search.retrieval import Hit, Scope, diversify, minmax, search, vector_weight
+from search.fusion import minmax
+from search.retrieval import Hit, Scope, diversify, search, vector_weight
 from tests.factories import NotebookFactory
 from tests.fake_rerank import fake_rerank_server
 from tests.search.test_retrieval import add_vectors, bm25, make_attachment, unit

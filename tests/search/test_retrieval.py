@@ -13,7 +13,7 @@ from core.language import WORD_COUNT_SQL, segment_for_search, tsvector_sql
 from notes.models import Note
 from notes.services import note_create, note_trash
 from search import bm25 as bm25_module
-from search import retrieval
+from search import fusion, retrieval
 from search.retrieval import Scope
 from tests.factories import NotebookFactory, NoteFactory
 
@@ -261,7 +261,7 @@ def test_vector_search_is_scoped_and_ordered(alice, bob):
 
 
 def test_rrf_rewards_agreement():
-    fused = retrieval.rrf({"lexical": [(1, 9.0), (2, 5.0)], "vector": [(2, 0.9), (3, 0.8)]})
+    fused = fusion.rrf({"lexical": [(1, 9.0), (2, 5.0)], "vector": [(2, 0.9), (3, 0.8)]})
     assert max(fused, key=lambda pk: fused[pk]) == 2
     assert fused[2] == pytest.approx(1 / 62 + 1 / 61)
 

@@ -205,12 +205,13 @@ def test_snippets_read_as_text_on_the_page_and_in_the_api(alice_client, alice_ap
 
 
 def test_a_snippet_reads_words_cut_at_line_ends_whole():
-    from types import SimpleNamespace
-
+    from attachments.models import DocumentChunk
+    from notes.models import Note
+    from search.retrieval import Hit
     from search.snippets import highlight, readable_text
 
-    chunk = SimpleNamespace(content="given by the two com-\nmands (list macros)")
-    hit = SimpleNamespace(chunk=chunk)
+    chunk = DocumentChunk(content="given by the two com-\nmands (list macros)")
+    hit = Hit(kind="document", note=Note(), chunk=chunk)
     text = readable_text(hit)
     assert text == "given by the two commands (list macros)"
     assert "<mark>commands</mark>" in str(highlight(text, "commands"))

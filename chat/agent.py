@@ -28,7 +28,6 @@ from django.db.models import F, Q
 from django.db.models.functions import Now
 
 from chat import claims
-from chat.citations import allowed_links, cited_numbers, renumber, verify
 from chat.compaction import history_for, schedule_compaction_if_needed, summaries_for
 from chat.events import AnswerError, Event, Finished, Token, ToolActivity
 from chat.memory import memories_for_prompt, schedule_memory_extraction
@@ -36,6 +35,7 @@ from chat.models import Message
 from chat.selection import prepare, stored_selections
 from chat.tools import ToolContext
 from core import metrics
+from grounding.citations import allowed_links, cited_numbers, renumber, verify
 
 logger = logging.getLogger(__name__)
 Emit = Callable[[str, dict[str, Any]], None]

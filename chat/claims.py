@@ -1,12 +1,12 @@
 """Claims, not answers, are checked: each sentence of a chat model's answer must be backed by
 the passage it cites.
 
-A verified quote (chat.citations.verify) proves that a sentence occurs on the cited page; it
+A verified quote (grounding.citations.verify) proves that a sentence occurs on the cited page; it
 says nothing about the sentence the marker follows. So every sentence of the answer is judged
 on its own against the best-matching span (one sentence, or two in a row) of the passage it
 cites, or of any passage found for the question when it cites none:
 
-- *in words*: the share of its content words (chat.grounding.terms: the search stack's
+- *in words*: the share of its content words (grounding.evidence.terms: the search stack's
   stemmed, case-folded words) that the span holds, each word weighed by how rare it is among
   the sentences of the answer's passages (inverse document frequency). A word no passage
   holds ("Napoleon", "1805") weighs most, so an invented clause sinks a sentence however many
@@ -35,12 +35,12 @@ from typing import Any
 
 from django.conf import settings
 
-from chat.citations import MARKER
-from chat.grounding import passage_sentences, sentence_bounds, terms
-from chat.sentence_vectors import embed_texts, similarities
 from core.embeddings import get_embedder, warming_up
 from core.language import language_of
 from core.markdown import block_lines, plain_text
+from grounding.citations import MARKER
+from grounding.evidence import passage_sentences, sentence_bounds, terms
+from grounding.sentence_vectors import embed_texts, similarities
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ def clean(content: str) -> str:
 
 def segments(content: str) -> list[Claim]:
     """The sentences of a Markdown answer with their offsets in it, in order: paragraphs, list
-    items and table rows split into sentences (chat.grounding's segmentation); headings and
+    items and table rows split into sentences (grounding.evidence's segmentation); headings and
     code left out. A marker after a full stop ("… page 33. [1]") belongs to the sentence it
     follows."""
     starts = [0]

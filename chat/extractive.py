@@ -2,7 +2,7 @@
 
 It runs `document_search` (and, in a notebook chat, `note_search`) through the same tool
 registry as the chat model and weighs every sentence of the passages found against the
-question, by meaning (embedding similarity) and by words (chat.grounding.weigh). The best
+question, by meaning (embedding similarity) and by words (grounding.evidence.weigh). The best
 sentence is then grown to the unit of its page that holds it (chat.passages: its paragraph,
 list or code example, with a lead-in that ends in a colon and what such a lead-in
 introduces), and that one contiguous passage is the answer, shown with its structure, the
@@ -25,20 +25,19 @@ from django.conf import settings
 from django.utils.translation import gettext as _
 
 from chat.events import Event, Finished, Token
-from chat.grounding import (
+from chat.passages import Unit, escape, grow, real_heading, render
+from chat.tools import ToolContext, search_first
+from core.embeddings import get_embedder
+from core.textutil import clip
+from grounding.evidence import (
     ABSTAIN_COVERAGE,
     ABSTAIN_SIMILARITY,
     Candidate,
     Evidence,
     coverage,
-    search_first,
     weigh,
 )
-from chat.passages import Unit, escape, grow, real_heading, render
-from chat.sentence_vectors import similarities
-from chat.tools import ToolContext
-from core.embeddings import get_embedder
-from core.textutil import clip
+from grounding.sentence_vectors import similarities
 from search.boilerplate import boilerplate_chunks
 
 __all__ = ["ExtractiveAnswerer", "abstention", "words"]

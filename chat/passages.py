@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from attachments.models import DocumentChunk, DocumentPage
-from chat.citations import normalise, quotable
-from chat.grounding import readable, sentences
 from core.textutil import unhyphenated
+from grounding.citations import normalise, quotable
+from grounding.evidence import readable, sentences
 
 if TYPE_CHECKING:
-    from chat.grounding import Candidate, Evidence
+    from grounding.evidence import Candidate, Evidence
 
 MAX_UNIT_CHARS = 1400  # a unit longer than this is cut to sentences around the best one
 WINDOW_CHARS = 700  # what such a cut keeps

@@ -24,10 +24,10 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext as _
 
-from chat.citations import MARKER
 from chat.claims import CLOSE, OPEN, clean, unbacked_spans
 from chat.models import Message
 from core.markdown import render_markdown
+from grounding.citations import MARKER
 
 IN_PROGRESS = (Message.Status.PENDING, Message.Status.STREAMING)
 FAILED = (Message.Status.ERROR, Message.Status.INTERRUPTED)
@@ -318,7 +318,7 @@ class _ChipWriter(HTMLParser):
 
 def shown_links(message: Message) -> list[str]:
     """The URLs the answer shows as links: those the finished answer was allowed
-    (chat.citations.allowed_links); an older or unfinished answer has none."""
+    (grounding.citations.allowed_links); an older or unfinished answer has none."""
     metadata = message.metadata if isinstance(message.metadata, dict) else {}
     links = metadata.get("links")
     return [link for link in links if isinstance(link, str)] if isinstance(links, list) else []

@@ -4,7 +4,7 @@ new note of the conversation's notebook or is appended to one of its notes.
 The answer is stored as Markdown the note renders like any other (sanitized); its quotes and
 file names are escaped so a document's text cannot become markup or a link in the note. A
 note shows every link, so the answer keeps its own link policy on the way (inert_links): a
-URL the answer showed as text (chat.citations.allowed_links did not vouch for it) is saved as
+URL the answer showed as text (grounding.citations.allowed_links did not vouch for it) is saved as
 code, never as a link, and the only other links are ours, back to each cited file or note.
 """
 

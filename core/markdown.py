@@ -230,7 +230,7 @@ def plain_text(source: str, *, code: bool = True) -> str:
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~])")
 _BACKSLASH_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
 # A URL written out in text, of the schemes an answer's link may have (and a note's text vouch
-# for, chat.citations.allowed_links), up to a space; closing punctuation is not part of it.
+# for, grounding.citations.allowed_links), up to a space; closing punctuation is not part of it.
 _BARE_URL = re.compile(r"(?<![\w/])(?:https?://|mailto:)[^\s<>]+", re.IGNORECASE)
 _CLOSING = ".,;:!?'\"*_~"
 _OPENING = {")": "(", "]": "[", "}": "{"}
@@ -433,7 +433,7 @@ def inert_links(source: str, *, links: Collection[str]) -> str:
     """Model output as Markdown that, rendered as a note (where every link is live), links no
     more than render_markdown(source, links=links) does: any other link, and every image, is
     its text with the URL after it as code, and a URL written out in the text is code (so a
-    later answer citing the note does not find it there: chat.citations.allowed_links leaves
+    later answer citing the note does not find it there: grounding.citations.allowed_links leaves
     a note's code out). The rest is the source as written. Should a span not be placed in the
     source, the answer's plain text is saved, escaped, its URLs as code."""
     allowed = frozenset(links)

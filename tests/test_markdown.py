@@ -239,7 +239,7 @@ def test_raw_html_and_entities_stay_text():
     assert '&lt;img src="https://attacker.example/raw.png"&gt;' in html
 
 
-# --- Model output: only the links it was allowed (chat.citations.allowed_links) are links.
+# --- Model output: only the links it was allowed (grounding.citations.allowed_links) are links.
 SOURCE_URL = "https://example.org/guide?page=2"
 LEAK = "https://attacker.example/p?d=Alice%27s%20summary"
 

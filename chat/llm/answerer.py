@@ -1,7 +1,7 @@
 """The chat-model answerer: any OpenAI-compatible server (OPENAI_BASE_URL, CHAT_MODEL).
 
 1. Retrieval first: `document_search` (and `note_search` in a notebook chat) run with the
-   question before the model writes (chat.grounding.search_first). A question the passages do
+   question before the model writes (chat.tools.search_first). A question the passages do
    not support by the evidence rule is refused there, without the model: no answer is ever
    produced from nothing, and a refusal never depends on the model's wording.
 2. The model answers from those passages, given numbered and fenced with the question. Tool
@@ -11,7 +11,7 @@
    through chat.model_output.TemplateFilter (no chat-template tokens reach the page).
 3. Phase 2 (chat.llm.metadata): confidence, follow-ups, answerable, and the quote behind
    each [n]; a cited [n] left without a quote gets the sentence of its source that shares most
-   words with the claim (chat.grounding.backing_sentence). The agent verifies every quote.
+   words with the claim (grounding.evidence.backing_sentence). The agent verifies every quote.
 
 Every request is fitted to CHAT_CONTEXT_TOKENS slot by slot (chat.llm.budget): the memories
 and summaries of older turns in the context go with the question, as data; what each slot took
@@ -32,17 +32,17 @@ import openai
 from django.conf import settings
 
 from chat import prompts
-from chat.citations import cited_numbers
 from chat.events import AnswerError, Event, Finished, Token, ToolActivity
 from chat.extractive import abstention, words
-from chat.grounding import back_claims, search_first, weigh
 from chat.llm.budget import ChatMessage, ContextBudget, Framed
 from chat.llm.messages import history_messages, system_prompt
 from chat.llm.metadata import request_metadata
 from chat.llm.server import cut_off, stream_chat, token_counter
 from chat.model_output import TemplateFilter, remove_echoes
-from chat.tools import Tool, ToolContext, ToolResult, openai_tools, tools_for
+from chat.tools import Tool, ToolContext, ToolResult, openai_tools, search_first, tools_for
 from core.llm import client, describe_error, traits
+from grounding.citations import cited_numbers
+from grounding.evidence import back_claims, weigh
 
 if TYPE_CHECKING:
     from openai.types.chat import (

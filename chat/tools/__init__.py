@@ -8,11 +8,14 @@ tool answers only from what that user may see (another user's id reads as "not f
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
+
+from chat.events import Event, ToolActivity
 
 if TYPE_CHECKING:
     from chat.models import Conversation
@@ -168,3 +171,27 @@ def openai_tools(tools: list[Tool], context: ToolContext) -> list[dict[str, Any]
         }
         for tool in tools
     ]
+
+
+def search_first(question: str, context: ToolContext) -> Generator[Event, None, list[ToolResult]]:
+    """Retrieval before anyone writes: `document_search` with the question, or the search its
+    reformulation made of it (`context.search_query`), for as many passages as the mode takes
+    (and `note_search` in a notebook chat), through the chat's tool registry; yields the tool
+    activity and returns the results (their passages numbered in `context.sources`)."""
+    from chat.modes import spec  # not at import: chat.modes reads chat.models
+
+    tools = {tool.name: tool for tool in tools_for(context)}
+    query = context.search_query or question
+    searches: list[tuple[str, dict[str, Any]]] = [
+        ("document_search", {"query": query, "limit": spec(context.mode).top_k})
+    ]
+    if "note_search" in tools:
+        searches.append(("note_search", {"query": query}))
+    results = []
+    for name, arguments in searches:
+        started = time.perf_counter()
+        result = tools[name].run(context, arguments)
+        seconds = time.perf_counter() - started
+        results.append(result)
+        yield ToolActivity(name, arguments, result.summary, seconds, len(result.passages))
+    return results

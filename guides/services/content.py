@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from django.utils.translation import gettext, gettext_noop
 
 from attachments.models import ChunkVector, DocumentChunk, DocumentPage, NoteAttachment
-from chat.citations import normalise, quotable
-from chat.grounding import ABSTAIN_COVERAGE, sentences, terms
 from core.embeddings import get_embedder
+from grounding.citations import normalise, quotable
+from grounding.evidence import ABSTAIN_COVERAGE, sentences, terms
 from guides.services.phrases import matrix, mmr
 from search.boilerplate import boilerplate_chunks, contents_like
 from search.retrieval import Scope, search

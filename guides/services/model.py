@@ -2,7 +2,7 @@
 passages (core.llm: junk, invalid JSON, a refusal, HTTP errors and timeouts give
 None, and the caller writes the offline guide instead). Every summary sentence must cite a
 passage with a quote that occurs in that page's text, checked as answers' citations are
-(chat.citations.verify); a sentence with no verified citation is dropped."""
+(grounding.citations.verify); a sentence with no verified citation is dropped."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from typing import Any
 from django.conf import settings
 from pydantic import BaseModel, Field
 
-from chat.citations import verify
 from core.llm import structured_call
 from core.textutil import estimate_tokens
+from grounding.citations import verify
 from guides.services.content import Passage
 
 logger = logging.getLogger(__name__)

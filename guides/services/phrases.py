@@ -17,10 +17,10 @@ from collections.abc import Iterable
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from chat.grounding import sentences, terms
 from core.embeddings import get_embedder
 from core.language import detect_language
 from core.textutil import cjk_ratio
+from grounding.evidence import sentences, terms
 
 if TYPE_CHECKING:
     import numpy as np

@@ -14,11 +14,11 @@ from django.core.management import call_command
 
 from chat import services
 from chat.agent import generate
-from chat.citations import quotable, verify
 from chat.events import AnswerError, Finished, Token, ToolActivity
-from chat.grounding import sentences
 from chat.models import Message
 from chat.tools import ToolContext, tools_for
+from grounding.citations import quotable, verify
+from grounding.evidence import sentences
 from notes.services import note_create
 from tests.attachments.test_pipeline import ingest
 from tests.conftest import EVAL_PDFS, upload

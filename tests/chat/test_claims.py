@@ -11,7 +11,6 @@ from django.core.exceptions import ValidationError
 from django.template.loader import render_to_string
 
 from chat.agent import generate
-from chat.citations import MARKER
 from chat.claims import CLOSE, OPEN, segments
 from chat.models import Message
 from chat.reformulation import in_context
@@ -19,6 +18,7 @@ from chat.rendering import present
 from chat.saving import answer_markdown, answer_save_to_note
 from chat.services import conversation_create, message_ask
 from core.llm import forget_servers
+from grounding.citations import MARKER
 from tests.attachments.test_pipeline import ingest
 from tests.conftest import upload
 from tests.factories import NotebookFactory, NoteFactory

@@ -13,8 +13,6 @@ from django.utils import translation
 from attachments.models import DocumentChunk, DocumentPage, NoteAttachment
 from chat import services
 from chat.agent import generate
-from chat.citations import renumber
-from chat.grounding import Candidate, Evidence, salient_terms, weigh
 from chat.models import Message
 from chat.passages import (
     CODE,
@@ -31,6 +29,8 @@ from chat.passages import (
 from chat.rendering import present
 from chat.tools import ToolContext
 from core.markdown import plain_text, render_markdown
+from grounding.citations import renumber
+from grounding.evidence import Candidate, Evidence, salient_terms, weigh
 from notes.services import note_create
 from tests.attachments.test_pipeline import ingest
 from tests.conftest import upload

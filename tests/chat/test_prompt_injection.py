@@ -20,10 +20,10 @@ from pikepdf import Dictionary, Name
 
 from chat import consumers, services
 from chat.agent import generate
-from chat.citations import allowed_links
 from chat.models import Memory, Message
 from chat.rendering import present
 from chat.tasks import extract_memories
+from grounding.citations import allowed_links
 from notes import indexing
 from notes.models import Note
 from notes.services import note_create, notebook_create

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from attachments.models import DocumentChunk, SentenceVector
-from chat.sentence_vectors import digest, embed_weighed, similarities
 from core.embeddings import get_embedder
+from grounding.sentence_vectors import digest, embed_weighed, similarities
 from tests.chat import test_offline_answers
 from tests.chat.test_offline_answers import QUESTION, answer
 
@@ -33,7 +33,7 @@ class Counting:
 
 def test_the_second_answer_over_the_same_passages_embeds_only_the_question(url_note, monkeypatch):
     counting = Counting()
-    monkeypatch.setattr("chat.grounding.get_embedder", lambda: counting)
+    monkeypatch.setattr("grounding.evidence.get_embedder", lambda: counting)
     first = answer(url_note, QUESTION)
     weighed = len(counting.texts)
     assert weighed > 5  # the question and the sentences of the passages found

@@ -3,8 +3,8 @@ words of the layout apart, words cut at line ends whole, initials and abbreviati
 
 from __future__ import annotations
 
-from chat.citations import quotable
-from chat.grounding import sentences
+from grounding.citations import quotable
+from grounding.evidence import sentences
 
 
 def test_a_title_paragraph_is_not_run_into_the_sentence_after_it():
@@ -112,7 +112,7 @@ def test_the_language_given_sets_the_rules():
 def test_sentence_bounds_are_offsets_into_the_text():
     """An answer's sentences keep their place (chat.claims): offsets into the text given,
     only whitespace between them, cut by the text's language."""
-    from chat.grounding import sentence_bounds
+    from grounding.evidence import sentence_bounds
 
     text = "Wir nutzen z. B. Noten hier [1].  Dann kommt der Rest des Satzes [2]."
     bounds = sentence_bounds(text)

@@ -18,7 +18,7 @@ from django_q.models import OrmQ, Schedule
 
 from attachments import services as attachment_services
 from attachments.models import DocumentChunk, NoteAttachment
-from chat.grounding import sentences
+from grounding.evidence import sentences
 from guides import services
 from guides.models import Guide
 from notes.models import Note

@@ -15,11 +15,11 @@ from django.test import override_settings
 from django_q.models import OrmQ, Schedule
 
 from chat import services as chat_services
-from chat.citations import normalise, quotable
-from chat.grounding import sentences
 from core.breakers import breaker
 from core.llm import forget_servers
 from core.models import Job
+from grounding.citations import normalise, quotable
+from grounding.evidence import sentences
 from guides import services
 from guides.models import Guide
 from guides.services import content, writing

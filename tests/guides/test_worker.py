@@ -14,7 +14,7 @@ import pytest
 from attachments import services as attachment_services
 from attachments.models import DocumentPage, NoteAttachment
 from attachments.pdf.layout import SMALL_PRINT
-from chat.citations import normalise, quotable
+from grounding.citations import normalise, quotable
 from guides.models import Guide
 from search.retrieval import Scope, search
 from tests.conftest import upload

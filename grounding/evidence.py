@@ -13,24 +13,34 @@ from __future__ import annotations
 
 import logging
 import re
-import time
-from collections.abc import Generator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 from django.conf import settings
 
-from chat.citations import MARKER
-from chat.sentence_vectors import embed_weighed, similarities
 from core.embeddings import get_embedder, warming_up
 from core.language import content_terms, detect_language, language_of, split_sentences
 from core.markdown import plain_text
 from core.textutil import cjk_ratio, unhyphenated
+from grounding.citations import MARKER
+from grounding.sentence_vectors import embed_weighed, similarities
+from search.retrieval import phrase_occurs
 
 if TYPE_CHECKING:
-    from chat.events import Event
-    from chat.tools import ToolContext, ToolResult
+    from core.types import User
+    from search.retrieval import Scope
+
+
+class Asking(Protocol):
+    """Who asks and where (the chat's ToolContext is one): the user, the scope their sources
+    are searched in, and, for a follow-up read in its conversation, the turn before's vector
+    and words (`context_vector`, `context_text`, read when present)."""
+
+    user: User
+
+    def scope(self) -> Scope: ...
+
 
 MIN_SENTENCE_CHARS = 25
 MAX_SENTENCE_CHARS = 600
@@ -100,15 +110,11 @@ def capitalises_names_only(question: str, texts: list[str]) -> bool:
     return inside >= MIN_HABIT_WORDS and capitals / inside < NAME_CAPITALS
 
 
-def absent_key_terms(
-    question: str, context: ToolContext, texts: list[str] | None = None
-) -> list[str]:
+def absent_key_terms(question: str, context: Asking, texts: list[str] | None = None) -> list[str]:
     """Salient terms of the question that occur nowhere in the chat's sources (as their text
     search configuration stems and folds them). A question about `devtools::install_github()`,
     MusicXML or Peru cannot be answered by sources that never say so, however similar their
     other sentences look."""
-    from search.retrieval import phrase_occurs
-
     scope = context.scope()
     return [
         term
@@ -258,7 +264,7 @@ class Evidence:
         return best.similarity >= ABSTAIN_SIMILARITY or best.coverage >= ABSTAIN_COVERAGE
 
 
-def weigh(question: str, passages: list[dict[str, Any]], context: ToolContext) -> Evidence:
+def weigh(question: str, passages: list[dict[str, Any]], context: Asking) -> Evidence:
     """Score every sentence of `passages` (each with its citation number `n`) against the
     question; the check for names the sources lack runs first and, when it fails, nothing is
     embedded."""
@@ -382,32 +388,6 @@ def backing_sentence(claim: str, source_text: str) -> str | None:
         if share > best_share:
             best, best_share = sentence, share
     return best if best_share >= BACKING_COVERAGE else None
-
-
-def search_first(question: str, context: ToolContext) -> Generator[Event, None, list[ToolResult]]:
-    """Retrieval before anyone writes: `document_search` with the question, or the search its
-    reformulation made of it (`context.search_query`), for as many passages as the mode takes
-    (and `note_search` in a notebook chat), through the chat's tool registry; yields the tool
-    activity and returns the results (their passages numbered in `context.sources`)."""
-    from chat.events import ToolActivity
-    from chat.modes import spec
-    from chat.tools import tools_for
-
-    tools = {tool.name: tool for tool in tools_for(context)}
-    query = context.search_query or question
-    searches: list[tuple[str, dict[str, Any]]] = [
-        ("document_search", {"query": query, "limit": spec(context.mode).top_k})
-    ]
-    if "note_search" in tools:
-        searches.append(("note_search", {"query": query}))
-    results = []
-    for name, arguments in searches:
-        started = time.perf_counter()
-        result = tools[name].run(context, arguments)
-        seconds = time.perf_counter() - started
-        results.append(result)
-        yield ToolActivity(name, arguments, result.summary, seconds, len(result.passages))
-    return results
 
 
 def back_claims(answer: str, sources: list[dict[str, Any]], quotes: dict[int, list[str]]) -> None:

@@ -37,10 +37,13 @@ test: install-dev chromium
 test-topology: install-dev chromium servers
 	NGINX=$(NGINX) REDIS_SERVER=$(REDIS_SERVER) $(PY) -m pytest -m topology
 
+## ruff, ruff format, mypy (strict, zero errors) and the import contracts (pyproject.toml,
+## [tool.importlinter]: the layers of docs/architecture.md; selectors only read).
 lint: install-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	DATABASE_URL=postgresql://lint@localhost/lint $(VENV)/bin/mypy .
+	PYTHONPATH=. $(VENV)/bin/lint-imports
 
 format: install-dev
 	$(VENV)/bin/ruff check --fix .

@@ -51,7 +51,7 @@ def client(base_url: str, api_key: str, timeout: float | None, max_retries: int)
         base_url=base_url or None,
         api_key=api_key or "not-needed",
         max_retries=max_retries,
-        **({"timeout": timeout} if timeout is not None else {}),
+        timeout=openai.NOT_GIVEN if timeout is None else timeout,
     )
 
 

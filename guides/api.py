@@ -8,7 +8,7 @@ from ninja import Router
 
 from core.params import Id
 from core.types import AuthenticatedHttpRequest
-from guides import selectors
+from guides import services
 from guides.models import Guide
 from guides.schemas import GuideOut
 
@@ -35,12 +35,12 @@ def retrieve_source_guide(request: AuthenticatedHttpRequest, attachment_id: Id) 
     """The PDF's guide: summary (with cited quotes), key topics, heading outline and
     suggested questions. `status` is `none` until the PDF is ready; poll while `pending` or
     `processing`."""
-    found = selectors.source_guide_get(user=request.user, attachment_id=attachment_id)
+    found = services.source_guide_ensure(user=request.user, attachment_id=attachment_id)
     return _out(found.guide, Guide.Kind.SOURCE)
 
 
 @router.get("/notebooks/{notebook_id}/guide", response=GuideOut)
 def retrieve_notebook_guide(request: AuthenticatedHttpRequest, notebook_id: Id) -> dict[str, Any]:
     """The guide over all ready PDFs of the notebook, refreshed shortly after they change."""
-    found = selectors.notebook_guide_get(user=request.user, notebook_id=notebook_id)
+    found = services.notebook_guide_ensure(user=request.user, notebook_id=notebook_id)
     return _out(found.guide, Guide.Kind.NOTEBOOK)

@@ -28,26 +28,16 @@ class NotebookGuide:
     guide: Guide | None
 
 
-def source_guide_get(*, user: User, attachment_id: int, ensure: bool = True) -> SourceGuide:
-    """The guide of one visible attachment (None before one was asked for). With `ensure`,
-    a ready PDF whose guide is missing or was written from an earlier processing (files
-    ingested before guides existed, a lost request) gets it asked for."""
+def source_guide_get(*, user: User, attachment_id: int) -> SourceGuide:
+    """The guide of one visible attachment (None before one was asked for). A read only:
+    `guides.services.source_guide_ensure` also asks for a missing or stale one."""
     attachment = attachment_get(user=user, attachment_id=attachment_id)
-    guide = Guide.objects.filter(attachment=attachment).first()
-    if ensure and attachment.status == NoteAttachment.Status.READY:
-        from guides.services import guide_request_source
-
-        guide = guide_request_source(attachment=attachment)
-    return SourceGuide(attachment, guide)
+    return SourceGuide(attachment, Guide.objects.filter(attachment=attachment).first())
 
 
-def notebook_guide_get(*, user: User, notebook_id: int, ensure: bool = True) -> NotebookGuide:
-    """The guide of one visible notebook; with `ensure`, asked for again when its sources
-    changed since it was written (notes trashed or restored, anything a hook missed)."""
+def notebook_guide_get(*, user: User, notebook_id: int) -> NotebookGuide:
+    """The guide of one visible notebook (None before one was asked for). A read only:
+    `guides.services.notebook_guide_ensure` also asks for it again when its sources changed."""
     notebook = notebook_get(user=user, notebook_id=notebook_id)
     guide = Guide.objects.filter(kind=Guide.Kind.NOTEBOOK, notebook=notebook).first()
-    if ensure:
-        from guides.services import guide_request_notebook
-
-        guide = guide_request_notebook(notebook_id=notebook.pk)
     return NotebookGuide(notebook, guide)

@@ -14,7 +14,7 @@ from chat.models import Conversation
 from chat.selectors import conversation_get
 from core.params import parse_id
 from core.types import AuthenticatedHttpRequest
-from guides import selectors
+from guides import services
 from notes.models import Notebook
 
 
@@ -35,7 +35,7 @@ def _conversation(request: AuthenticatedHttpRequest) -> Conversation | None:
 @login_required
 @require_http_methods(["GET"])
 def source_guide(request: AuthenticatedHttpRequest, attachment_id: int) -> HttpResponse:
-    found = selectors.source_guide_get(user=request.user, attachment_id=attachment_id)
+    found = services.source_guide_ensure(user=request.user, attachment_id=attachment_id)
     context: dict[str, Any] = {
         "attachment": found.attachment,
         "guide": found.guide,
@@ -51,7 +51,7 @@ def source_guide(request: AuthenticatedHttpRequest, attachment_id: int) -> HttpR
 @login_required
 @require_http_methods(["GET"])
 def notebook_guide(request: AuthenticatedHttpRequest, notebook_id: int) -> HttpResponse:
-    found = selectors.notebook_guide_get(user=request.user, notebook_id=notebook_id)
+    found = services.notebook_guide_ensure(user=request.user, notebook_id=notebook_id)
     context = {
         "notebook": found.notebook,
         "guide": found.guide,

@@ -4,8 +4,8 @@ pipeline), `reuse` (a PDF its owner already has ingested is copied, not ingested
 `scheduling` (which file runs next, the reaper), `reindexing` (re-chunking stored pages).
 Callers import from here."""
 
+from attachments.models import MAX_PASSWORD_ATTEMPTS
 from attachments.services.files import (
-    MAX_PASSWORD_ATTEMPTS,
     DuplicateAttachment,
     attachment_add_as_note,
     attachment_delete,

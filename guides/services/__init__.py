@@ -9,6 +9,8 @@ from guides.services.scheduling import (
     guides_after_delete,
     guides_after_ready,
     guides_after_reprocess,
+    notebook_guide_ensure,
+    source_guide_ensure,
 )
 from guides.services.writing import guide_write
 
@@ -20,4 +22,6 @@ __all__ = [
     "guides_after_delete",
     "guides_after_ready",
     "guides_after_reprocess",
+    "notebook_guide_ensure",
+    "source_guide_ensure",
 ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import transaction
@@ -21,8 +22,13 @@ from django.utils import timezone
 
 from attachments.models import NoteAttachment
 from core.jobs import job_submit
+from guides import selectors
 from guides.models import Guide
+from guides.selectors import NotebookGuide, SourceGuide
 from notes.models import Notebook
+
+if TYPE_CHECKING:
+    from core.types import User
 
 logger = logging.getLogger(__name__)
 Status = Guide.Status
@@ -203,3 +209,21 @@ def guide_reap_stuck() -> int:
     if touched:
         logger.warning("guide reaper touched %s guide(s)", touched)
     return touched
+
+
+def source_guide_ensure(*, user: User, attachment_id: int) -> SourceGuide:
+    """The guide of one visible attachment, asked for when a ready PDF's guide is missing or
+    was written from an earlier processing (files ingested before guides existed, a lost
+    request)."""
+    found = selectors.source_guide_get(user=user, attachment_id=attachment_id)
+    if found.attachment.status == NoteAttachment.Status.READY:
+        found.guide = guide_request_source(attachment=found.attachment)
+    return found
+
+
+def notebook_guide_ensure(*, user: User, notebook_id: int) -> NotebookGuide:
+    """The guide of one visible notebook, asked for again when its sources changed since it
+    was written (notes trashed or restored, anything a hook missed)."""
+    found = selectors.notebook_guide_get(user=user, notebook_id=notebook_id)
+    found.guide = guide_request_notebook(notebook_id=found.notebook.pk)
+    return found

@@ -131,14 +131,16 @@ def _vacuumed_vectors(request):
     approximate search over a later test's few passages could miss its true nearest ones
     (a follow-up then read as a new topic, now and then). Production tables are vacuumed by
     autovacuum; a test run makes that churn in minutes."""
-    yield
     mine = [item for item in request.session.items if item.module is request.module]
     if not any(item.get_closest_marker("django_db") for item in mine):
-        return  # the module did not touch the database
+        yield  # the module does not touch the database
+        return
+    request.getfixturevalue("django_db_setup")
+    blocker = request.getfixturevalue("django_db_blocker")
+    yield
     from django.db import connection
 
-    request.getfixturevalue("django_db_setup")
-    with request.getfixturevalue("django_db_blocker").unblock():
+    with blocker.unblock():
         if connection.in_atomic_block:
             return
         with connection.cursor() as cursor:

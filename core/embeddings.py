@@ -31,6 +31,17 @@ class EmbeddingError(Exception):
         self.transient = transient
 
 
+def check_dimensions(model_name: str, actual: int | None, dimensions: int) -> None:
+    """Refuse a local model whose vectors do not have EMBEDDING_DIMENSIONS (the columns')."""
+    if actual != dimensions:
+        raise EmbeddingError(
+            f"The model {model_name} makes {actual}-dimensional vectors but "
+            f"EMBEDDING_DIMENSIONS is {dimensions}. Set EMBEDDING_DIMENSIONS={actual} and run "
+            "`manage.py reembed`.",
+            transient=False,
+        )
+
+
 class Embedder(Protocol):
     model_name: str
     dimensions: int
@@ -58,14 +69,7 @@ class LocalEmbedder:
         # (a search's query embedding, an answer's sentences, the start-up warm-up) share it.
         self._lock = threading.Lock()
         _LOCAL_EMBEDDERS.add(self)
-        actual = self._model.get_embedding_dimension()
-        if actual != dimensions:
-            raise EmbeddingError(
-                f"The model {self.model_name} makes {actual}-dimensional vectors but "
-                f"EMBEDDING_DIMENSIONS is {dimensions}. Set EMBEDDING_DIMENSIONS={actual} and run "
-                "`manage.py reembed`.",
-                transient=False,
-            )
+        check_dimensions(self.model_name, self._model.get_embedding_dimension(), dimensions)
         self.dimensions = dimensions
 
     def embed(self, texts: list[str], *, timeout: float | None = None) -> list[list[float]]:

@@ -218,7 +218,7 @@ class OnnxEmbedder:
 
         from tokenizers import Tokenizer
 
-        from core.embeddings import _LOCAL_EMBEDDERS, EmbeddingError
+        from core.embeddings import _LOCAL_EMBEDDERS, check_dimensions
 
         self.model_name = model_name
         self.quantize = quantize
@@ -238,14 +238,7 @@ class OnnxEmbedder:
         self._session = load_or_export(self._dir, self.path, quantize=quantize)
         self._pid = os.getpid()
         _LOCAL_EMBEDDERS.add(self)  # a forked child gets a fresh lock
-        actual = self._session.get_outputs()[0].shape[-1]
-        if actual != dimensions:
-            raise EmbeddingError(
-                f"The model {self.model_name} makes {actual}-dimensional vectors but "
-                f"EMBEDDING_DIMENSIONS is {dimensions}. Set EMBEDDING_DIMENSIONS={actual} and run "
-                "`manage.py reembed`.",
-                transient=False,
-            )
+        check_dimensions(self.model_name, self._session.get_outputs()[0].shape[-1], dimensions)
         self.dimensions = dimensions
 
     def embed(self, texts: list[str], *, timeout: float | None = None) -> list[list[float]]:

@@ -20,6 +20,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any, Protocol
 
 from django.conf import settings
@@ -33,7 +34,7 @@ from chat.events import AnswerError, Event, Finished, Token, ToolActivity
 from chat.memory import memories_for_prompt, schedule_memory_extraction
 from chat.models import Message
 from chat.selection import prepare, stored_selections
-from chat.tools import ToolContext
+from chat.tools import AnswerRequest
 from core import metrics
 from grounding.citations import allowed_links, cited_numbers, renumber, verify
 
@@ -50,7 +51,7 @@ class Answerer(Protocol):
     notice: str  # why this answerer answers, when it stands in for another (shown)
 
     def run(
-        self, question: str, history: list[tuple[str, str]], context: ToolContext
+        self, question: str, history: list[tuple[str, str]], context: AnswerRequest
     ) -> Iterator[Event]: ...
 
 
@@ -163,25 +164,29 @@ def _generate(message_id: int, attempt: int, emit: Emit, answerer: Answerer | No
     conversation = message.conversation
     answerer = answerer or get_answerer()
     asked = message.reply_to
-    context = ToolContext(
+    base = AnswerRequest(
         user=conversation.owner,
         notebook=conversation.notebook,
         note=conversation.note,
         conversation=conversation,
         continuing=str((message.metadata or {}).get("continue_from", "")),
         mode=(asked.mode if asked else "") or conversation.mode,
-        summaries=summaries_for(conversation),
+        summaries=tuple(summaries_for(conversation)),
         attachment_id=conversation.attachment_id,
     )
     started = time.perf_counter()  # times count from here: memories and reformulation too
     # Memories fill the chat model's prompt; the offline answerer quotes sources only.
-    if asked is not None and not context.continuing and answerer.name == "llm":
-        context.memories = memories_for_prompt(
-            user=conversation.owner, notebook=conversation.notebook, question=asked.content
+    memories: tuple[str, ...] = ()
+    if asked is not None and not base.continuing and answerer.name == "llm":
+        memories = tuple(
+            memories_for_prompt(
+                user=conversation.owner, notebook=conversation.notebook, question=asked.content
+            )
         )
     question = asked.content if asked else ""
+    context = replace(base, memories=memories)
     if asked is not None:
-        _reformulate(asked, context, emit, message.pk)
+        context = _reformulate(asked, context, emit, message.pk)
     timings: dict[str, float] = {
         "retrieval": 0.0,
         "reformulation": round(time.perf_counter() - started, 3),
@@ -311,56 +316,66 @@ def _generate(message_id: int, attempt: int, emit: Emit, answerer: Answerer | No
     return message
 
 
-def _reformulate(asked: Message, context: ToolContext, emit: Emit, answer_id: int) -> None:
-    """What retrieval searches for the question and in what context: the chat model's rewrite
-    of a follow-up, or offline the question as asked with the conversation as the context of
-    its vector query and the anchor documents (chat.reformulation), saved on the question and
-    announced. A continued answer keeps what its question searched. Never fails the answer: on
-    any error the question is searched as is, without context."""
+def _reformulate(asked: Message, base: AnswerRequest, emit: Emit, answer_id: int) -> AnswerRequest:
+    """The request as retrieval will search it: the chat model's rewrite of a follow-up, or
+    offline the question as asked with the conversation as the context of its vector query and
+    the anchor documents (chat.reformulation), saved on the question and announced. A
+    continued answer keeps what its question searched. Never fails the answer: on any error
+    the question is searched as is, without context."""
     from chat.reformulation import Reformulation, reformulate, resumed
 
     conversation = asked.conversation
-    if context.continuing and asked.search_query:
+    if base.continuing and asked.search_query:
         found = resumed(asked)
-        context.selection = prepare(conversation=conversation, asked=asked,
-                                    follow_up=found.is_follow_up)  # fmt: skip
+        selection = prepare(conversation=conversation, asked=asked, follow_up=found.is_follow_up)
     else:
         # The evidence for a new topic is weighed among the sources a follow-up may use (the
         # chosen ones and what the previous answer cited, chat.selection).
-        context.selection = prepare(conversation=conversation, asked=asked, follow_up=True)
+        selection = prepare(conversation=conversation, asked=asked, follow_up=True)
         try:
-            found = reformulate(asked, scope=context.scope())
+            found = reformulate(asked, scope=replace(base, selection=selection).scope())
         except Exception:
             logger.exception("reformulation of question %s failed; searching it as asked", asked.pk)
             found = Reformulation(asked.content)
         if not found.is_follow_up:  # no carry-over for a new topic
-            context.selection = prepare(conversation=conversation, asked=asked, follow_up=False)
+            selection = prepare(conversation=conversation, asked=asked, follow_up=False)
         Message.objects.filter(pk=asked.pk).update(
             search_query=found.query, is_follow_up=found.is_follow_up, anchors=found.anchors
         )
     follow_up = found.is_follow_up
-    context.search_query = found.query
-    context.search_focus = found.query  # kept for the offline answerer: nothing else to weigh
-    context.context_vector = found.context_vector if follow_up else None
-    context.context_text = found.context_text if follow_up else ""
-    context.anchors = found.anchors if follow_up else []
-    context.anchor_pages = found.pages if follow_up else []
-    context.said = _said_before(asked) if follow_up else set()
-    if context.selection is not None:
+    anchors = list(found.anchors) if follow_up else []
+    pages = list(found.pages) if follow_up else []
+    notices = list(base.notices)
+    if selection is not None:
         # Anchoring only boosts what may be searched; excluded documents lose their boost.
-        excluded = {int(r.split(":")[1]) for r in context.selection.excluded
+        excluded = {int(r.split(":")[1]) for r in selection.excluded
                     if r.startswith("attachment:")}  # fmt: skip
-        context.anchors = [a for a in context.anchors if a not in excluded]
-        context.anchor_pages = [p for p in context.anchor_pages if p[0] not in excluded]
+        anchors = [a for a in anchors if a not in excluded]
+        pages = [p for p in pages if p[0] not in excluded]
         for chip in stored_selections(asked):
-            if chip.get("warning") and chip["warning"] not in context.notices:
-                context.notices.append(str(chip["warning"]))
+            if chip.get("warning") and chip["warning"] not in notices:
+                notices.append(str(chip["warning"]))
+    vector = found.context_vector if follow_up else None
+    context = replace(
+        base,
+        selection=selection,
+        search_query=found.query,
+        search_focus=found.query,  # kept for the offline answerer: nothing else to weigh
+        context_vector=tuple(vector) if vector is not None else None,
+        context_text=found.context_text if follow_up else "",
+        anchors=tuple(anchors),
+        anchor_pages=tuple(pages),
+        said=frozenset(_said_before(asked)) if follow_up else frozenset(),
+        sources=[],
+        notices=notices,
+    )
     emit(
         "searched",
         {"message_id": answer_id, "question_id": asked.pk, "query": found.query,
          "is_follow_up": follow_up, "rewritten": found.query != asked.content,
-         "anchors": context.anchors},
+         "anchors": list(context.anchors)},
     )  # fmt: skip
+    return context
 
 
 def _said_before(asked: Message) -> set[str]:

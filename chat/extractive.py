@@ -26,7 +26,7 @@ from django.utils.translation import gettext as _
 
 from chat.events import Event, Finished, Token
 from chat.passages import Unit, escape, grow, real_heading, render
-from chat.tools import ToolContext, search_first
+from chat.tools import AnswerRequest, search_first
 from core.embeddings import get_embedder
 from core.textutil import clip
 from grounding.evidence import (
@@ -85,7 +85,7 @@ class ExtractiveAnswerer:
         self.notice = notice  # set when it stands in for an unavailable chat model
 
     def run(
-        self, question: str, history: list[tuple[str, str]], context: ToolContext
+        self, question: str, history: list[tuple[str, str]], context: AnswerRequest
     ) -> Iterator[Event]:
         results = yield from search_first(question, context)
         passages = [p for result in results for p in result.passages]

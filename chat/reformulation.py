@@ -359,10 +359,10 @@ def resumed(question: Message) -> Reformulation:
 def _own_scope(question: Message) -> Scope:
     """The conversation's own scope (its PDF, its note's PDFs, or its notebook's PDFs and
     notes), as the chat's tools search it."""
-    from chat.tools import ToolContext
+    from chat.tools import AnswerRequest
 
     conversation = question.conversation
-    return ToolContext(
+    return AnswerRequest(
         user=conversation.owner,
         notebook=conversation.notebook,
         note=conversation.note,

@@ -33,11 +33,12 @@ if TYPE_CHECKING:
 
 
 class Asking(Protocol):
-    """Who asks and where (the chat's ToolContext is one): the user, the scope their sources
+    """Who asks and where (the chat's AnswerRequest is one): the user, the scope their sources
     are searched in, and, for a follow-up read in its conversation, the turn before's vector
     and words (`context_vector`, `context_text`, read when present)."""
 
-    user: User
+    @property
+    def user(self) -> User: ...
 
     def scope(self) -> Scope: ...
 

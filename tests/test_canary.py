@@ -33,7 +33,7 @@ from chat import services
 from chat.agent import generate
 from chat.memory import memories_for_prompt
 from chat.models import Memory, Message
-from chat.tools import ToolContext, tools_for
+from chat.tools import AnswerRequest, tools_for
 from notes import indexing
 from notes.models import Note
 from notes.services import note_create, notebook_create
@@ -291,8 +291,8 @@ def tool_arguments(world: SimpleNamespace, name: str) -> list[dict[str, Any]]:
 
 
 def test_every_chat_tool_answers_from_alices_sources_only(world):
-    contexts = [ToolContext(user=world.alice, notebook=world.book),
-                ToolContext(user=world.alice, notebook=world.book, note=world.note)]  # fmt: skip
+    contexts = [AnswerRequest(user=world.alice, notebook=world.book),
+                AnswerRequest(user=world.alice, notebook=world.book, note=world.note)]  # fmt: skip
     names: set[str] = set()
     for context in contexts:
         for tool in tools_for(context):
@@ -518,8 +518,8 @@ def test_summaries_of_bobs_conversations_never_reach_alice(world, fake, alice_cl
 
     fake.requests.clear()
     _, answer = services.message_ask(conversation=mine, content="How do URLs break?")
-    context = ToolContext(user=world.alice, notebook=world.book, conversation=mine,
-                          summaries=summaries_for(mine))  # fmt: skip
+    context = AnswerRequest(user=world.alice, notebook=world.book, conversation=mine,
+                            summaries=tuple(summaries_for(mine)))  # fmt: skip
     list(LLMAnswerer().run("How do URLs break?", history_for(answer), context))
     assert fake.streamed
     for body in fake.bodies:
@@ -655,7 +655,7 @@ def test_chosen_sources_naming_bobs_carry_nothing_of_his(world, alice_client, al
     smuggled = SourceSet(attachments={world.planted.attachment_id, world.pdf.pk},
                          notes={world.bobs_note.pk, world.note.pk},
                          explicit={f"attachment:{world.planted.attachment_id}"})  # fmt: skip
-    context = ToolContext(user=world.alice, notebook=world.book, selection=smuggled)
+    context = AnswerRequest(user=world.alice, notebook=world.book, selection=smuggled)
     for tool in tools_for(context):
         for arguments in tool_arguments(world, tool.name):
             result = tool.run(context, arguments)

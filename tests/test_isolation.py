@@ -591,7 +591,7 @@ def test_every_agent_tool_is_covered_by_this_test():
 def test_agent_tools_never_return_another_users_objects(name, alice, bob, bobs_objects):
     """Called in Alice's chats (about her notebook, and about her note) with Bob's ids and
     words only Bob's note contains, a tool answers from Alice's sources only."""
-    from chat.tools import ToolContext
+    from chat.tools import AnswerRequest
     from notes import indexing
     from notes.services import note_create, note_update, notebook_create
 
@@ -611,8 +611,8 @@ def test_agent_tools_never_return_another_users_objects(name, alice, bob, bobs_o
             arguments[field] = f"{TOOL_CANARY} bob vault code"
         else:
             assert not info.is_required(), f"{name}.{field}: say what to pass"
-    for context in (ToolContext(user=alice, notebook=notebook),
-                    ToolContext(user=alice, notebook=notebook, note=hers)):  # fmt: skip
+    for context in (AnswerRequest(user=alice, notebook=notebook),
+                    AnswerRequest(user=alice, notebook=notebook, note=hers)):  # fmt: skip
         result = tool.run(context, arguments)
         assert TOOL_CANARY not in result.content
         assert "Bob" not in result.content

@@ -39,7 +39,7 @@ from chat.llm.messages import history_messages, system_prompt
 from chat.llm.metadata import request_metadata
 from chat.llm.server import cut_off, stream_chat, token_counter
 from chat.model_output import TemplateFilter, remove_echoes
-from chat.tools import Tool, ToolContext, ToolResult, openai_tools, search_first, tools_for
+from chat.tools import AnswerRequest, Tool, ToolResult, openai_tools, search_first, tools_for
 from core.llm import client, describe_error, traits
 from grounding.citations import cited_numbers
 from grounding.evidence import back_claims, weigh
@@ -126,7 +126,7 @@ class LLMAnswerer(ContextBudget):
     # --- The answer
 
     def run(
-        self, question: str, history: list[tuple[str, str]], context: ToolContext
+        self, question: str, history: list[tuple[str, str]], context: AnswerRequest
     ) -> Iterator[Event]:
         self.usage = {"prompt_tokens": 0, "completion_tokens": 0}
         self.context_slots = {}
@@ -361,7 +361,7 @@ class LLMAnswerer(ContextBudget):
         yield Token(text)
 
     def _run_tools(
-        self, calls: list[_Call], by_name: dict[str, Tool], context: ToolContext
+        self, calls: list[_Call], by_name: dict[str, Tool], context: AnswerRequest
     ) -> Generator[Event, None, tuple[list[str], list[str]]]:
         results: list[str] = []
         summaries: list[str] = []
@@ -376,7 +376,7 @@ class LLMAnswerer(ContextBudget):
         return results, summaries
 
     def _run_tool(
-        self, call: _Call, by_name: dict[str, Tool], context: ToolContext
+        self, call: _Call, by_name: dict[str, Tool], context: AnswerRequest
     ) -> Generator[Event, None, ToolResult]:
         try:
             arguments = json.loads(call.arguments or "{}")
@@ -417,7 +417,7 @@ class LLMAnswerer(ContextBudget):
 
     # --- Phase 2: metadata and quotes
 
-    def _finish(self, question: str, answer: str, context: ToolContext) -> Finished:
+    def _finish(self, question: str, answer: str, context: AnswerRequest) -> Finished:
         messages = self._metadata_messages(question, answer, context)
         data = request_metadata(self, messages, min(self.max_tokens, METADATA_TOKENS)) or {}
         confidence = data.get("confidence")
@@ -443,7 +443,7 @@ class LLMAnswerer(ContextBudget):
         )
 
     def _metadata_messages(
-        self, question: str, answer: str, context: ToolContext
+        self, question: str, answer: str, context: AnswerRequest
     ) -> list[ChatMessage]:
         sources = context.sources
         numbers = [n for n in cited_numbers(answer) if 1 <= n <= len(sources)]

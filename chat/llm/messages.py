@@ -14,7 +14,7 @@ from notes.selectors import note_list
 
 if TYPE_CHECKING:
     from chat.llm.budget import ChatMessage
-    from chat.tools import Tool, ToolContext
+    from chat.tools import AnswerRequest, Tool
 
 NOTES_LISTED = 30  # notes named in the system prompt so that note_read can be used
 CITATION = re.compile(r"\s*\[\d{1,3}\]")  # a [n] marker and the space before it
@@ -39,7 +39,7 @@ def history_messages(history: list[tuple[str, str]]) -> list[ChatMessage]:
     return messages
 
 
-def system_prompt(context: ToolContext, tools: dict[str, Tool], *, tools_offered: bool) -> str:
+def system_prompt(context: AnswerRequest, tools: dict[str, Tool], *, tools_offered: bool) -> str:
     notes: list[tuple[int, str]] = []
     if "note_read" in tools and tools_offered:
         try:

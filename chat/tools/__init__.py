@@ -25,14 +25,18 @@ if TYPE_CHECKING:
     from search.retrieval import Scope
 
 
-@dataclass
-class ToolContext:
+@dataclass(frozen=True)
+class AnswerRequest:
+    """One question's request, built once before anyone answers (chat.agent): who asks, where,
+    how, and what retrieval searches for it. Immutable: no stage changes what another stage
+    reads. Two lists are the answer's running record and do change while it is written:
+    `sources` (the passages the tools returned, numbered for [n] citations by `add_source`)
+    and `notices` (how retrieval fell short, shown with the answer)."""
+
     user: User
     notebook: Notebook
     note: Note | None = None  # set: the chat is about this note's PDFs only
     conversation: Conversation | None = None
-    # Every passage a tool returned in this answer, numbered for [n] citations (1-based).
-    sources: list[dict[str, Any]] = field(default_factory=list)
     # Continuing an answer that was cut short: what it says so far (the answerer writes on).
     continuing: str = ""
     # How to answer: exploring | research | learning (chat.modes).
@@ -44,23 +48,24 @@ class ToolContext:
     # (source anchoring), as attachment ids.
     search_query: str = ""
     search_focus: str = ""  # what the offline answer weighs sentences against: search_query
-    context_vector: list[float] | None = None
+    context_vector: tuple[float, ...] | None = None
     context_text: str = ""  # the turn before's words, one more lexical leg of the search
-    anchors: list[int] = field(default_factory=list)
-    anchor_pages: list[tuple[int, int]] = field(default_factory=list)  # (attachment id, page)
+    anchors: tuple[int, ...] = ()
+    anchor_pages: tuple[tuple[int, int], ...] = ()  # (attachment id, page)
     # A follow-up's previous answer: the sentences it quoted (whitespace collapsed).
-    said: set[str] = field(default_factory=set)
+    said: frozenset[str] = frozenset()
     # Context slots filled before answering: memories of this notebook (chat.memory) and
     # summaries of compacted older turns (chat.compaction), as plain text.
-    memories: list[str] = field(default_factory=list)
-    summaries: list[str] = field(default_factory=list)
-    # Shown with the answer: how retrieval fell short (the search model still loading).
-    notices: list[str] = field(default_factory=list)
+    memories: tuple[str, ...] = ()
+    summaries: tuple[str, ...] = ()
     # "Ask this PDF": the chat is about this one file (its note is `note`).
     attachment_id: int | None = None
     # The sources the user chose for this question (chips, ticked boxes, carry-over, minus
     # what they deselected; chat.selection), or None: the chat's own scope.
     selection: SourceSet | None = None
+    # The answer's running record (the class docstring): the only mutable parts.
+    sources: list[dict[str, Any]] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
 
     def scope(self, *, documents: bool = True, notes: bool = True) -> Scope:
         """What the tools search: the chosen sources when the user chose, else the chat's
@@ -118,17 +123,17 @@ class Tool:
     name: str
     description: str
     args: type[BaseModel]
-    handler: Callable[[ToolContext, Any], ToolResult]
+    handler: Callable[[AnswerRequest, Any], ToolResult]
     # Whether the tool makes sense in a context (e.g. note tools need a notebook with notes).
-    available: Callable[[ToolContext], bool] = lambda context: True
+    available: Callable[[AnswerRequest], bool] = lambda context: True
     # The arguments offered in a context, when narrower than `args` (no note_id in a chat
     # about one note: small models fill every parameter they see, with junk if need be).
-    scoped_args: Callable[[ToolContext], type[BaseModel]] | None = None
+    scoped_args: Callable[[AnswerRequest], type[BaseModel]] | None = None
 
-    def arguments(self, context: ToolContext) -> type[BaseModel]:
+    def arguments(self, context: AnswerRequest) -> type[BaseModel]:
         return self.scoped_args(context) if self.scoped_args else self.args
 
-    def run(self, context: ToolContext, raw_arguments: str | dict[str, Any]) -> ToolResult:
+    def run(self, context: AnswerRequest, raw_arguments: str | dict[str, Any]) -> ToolResult:
         """Validate the model's arguments and run; bad arguments become a message the model
         can act on, never an exception. Arguments outside the context's model are ignored."""
         model = self.arguments(context)
@@ -153,13 +158,13 @@ def register(tool: Tool) -> Tool:
     return tool
 
 
-def tools_for(context: ToolContext) -> list[Tool]:
+def tools_for(context: AnswerRequest) -> list[Tool]:
     from chat.tools import builtin  # noqa: F401  (registers the built-in tools)
 
     return [tool for tool in REGISTRY.values() if tool.available(context)]
 
 
-def openai_tools(tools: list[Tool], context: ToolContext) -> list[dict[str, Any]]:
+def openai_tools(tools: list[Tool], context: AnswerRequest) -> list[dict[str, Any]]:
     return [
         {
             "type": "function",
@@ -173,7 +178,7 @@ def openai_tools(tools: list[Tool], context: ToolContext) -> list[dict[str, Any]
     ]
 
 
-def search_first(question: str, context: ToolContext) -> Generator[Event, None, list[ToolResult]]:
+def search_first(question: str, context: AnswerRequest) -> Generator[Event, None, list[ToolResult]]:
     """Retrieval before anyone writes: `document_search` with the question, or the search its
     reformulation made of it (`context.search_query`), for as many passages as the mode takes
     (and `note_search` in a notebook chat), through the chat's tool registry; yields the tool

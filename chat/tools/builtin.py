@@ -9,7 +9,7 @@ from django.http import Http404
 from pydantic import BaseModel, Field, field_validator
 
 from chat.modes import spec
-from chat.tools import Tool, ToolContext, ToolResult, register
+from chat.tools import AnswerRequest, Tool, ToolResult, register
 from core.textutil import unhyphenated
 from notes.selectors import note_get
 from search.retrieval import Hit, Scope, SearchResult, search
@@ -46,7 +46,7 @@ def _source(hit: Hit) -> dict[str, object]:
     }
 
 
-def format_sources(context: ToolContext, hits: list[Hit]) -> tuple[str, list[dict[str, object]]]:
+def format_sources(context: AnswerRequest, hits: list[Hit]) -> tuple[str, list[dict[str, object]]]:
     """Passages as the model reads them: numbered, with where they come from, fenced as
     untrusted source material (instructions inside them are data, not orders)."""
     parts, passages = [], []
@@ -67,7 +67,7 @@ def format_sources(context: ToolContext, hits: list[Hit]) -> tuple[str, list[dic
     return "\n".join(parts), passages
 
 
-def _note_in_context(context: ToolContext, note_id: int) -> bool:
+def _note_in_context(context: AnswerRequest, note_id: int) -> bool:
     try:
         note = note_get(user=context.user, note_id=note_id, include_trashed=False)
     except Http404:
@@ -103,7 +103,7 @@ class DocumentSearchArgs(NoteDocumentSearchArgs):
     note_id: int | None = Field(None, description="Only this note's PDFs.")
 
 
-def document_search(context: ToolContext, args: NoteDocumentSearchArgs) -> ToolResult:
+def document_search(context: AnswerRequest, args: NoteDocumentSearchArgs) -> ToolResult:
     summary = f"Searching documents for ‘{args.query[:80]}’"
     wanted = args.note_id if isinstance(args, DocumentSearchArgs) else None
     # With chosen sources, search intersects them with the note (still filtered by user).
@@ -117,8 +117,8 @@ def document_search(context: ToolContext, args: NoteDocumentSearchArgs) -> ToolR
         query=args.query,
         scope=scope,
         limit=args.limit * 3 if spec(context.mode).diversity else args.limit,
-        anchors=context.anchors,
-        anchor_pages=context.anchor_pages,
+        anchors=list(context.anchors),
+        anchor_pages=list(context.anchor_pages),
         **_conversation(context, args.query),
     )
     _note_warming_up(context, result)
@@ -131,16 +131,16 @@ def document_search(context: ToolContext, args: NoteDocumentSearchArgs) -> ToolR
     return ToolResult(content, summary, passages)
 
 
-def _conversation(context: ToolContext, query: str) -> dict[str, Any]:
+def _conversation(context: AnswerRequest, query: str) -> dict[str, Any]:
     """The conversation's context for a search of the question itself (offline, a follow-up is
     searched as asked, with the turn before as its context); a query of the model's own
     stands alone."""
     if query != context.search_query or context.context_vector is None:
         return {}
-    return {"context_vector": context.context_vector, "context_text": context.context_text}
+    return {"context_vector": list(context.context_vector), "context_text": context.context_text}
 
 
-def opening_passages(context: ToolContext, scope: Scope, limit: int) -> list[Hit]:
+def opening_passages(context: AnswerRequest, scope: Scope, limit: int) -> list[Hit]:
     """When search finds nothing in the sources the user chose, their opening passages (each
     chosen PDF's first chunks, in turn) stand in: the answer still uses what was chosen."""
     from attachments.models import DocumentChunk
@@ -167,7 +167,7 @@ WARMING_UP_NOTICE = (
 )
 
 
-def _note_warming_up(context: ToolContext, result: SearchResult) -> None:
+def _note_warming_up(context: AnswerRequest, result: SearchResult) -> None:
     """A search that went keyword-only because the model is loading says so on the answer."""
     if result.info.get("warming_up") and WARMING_UP_NOTICE not in context.notices:
         context.notices.append(WARMING_UP_NOTICE)
@@ -196,7 +196,7 @@ class NoteSearchArgs(BaseModel):
     query: str = Field(description="Words to look for in the notebook's notes.")
 
 
-def note_search(context: ToolContext, args: NoteSearchArgs) -> ToolResult:
+def note_search(context: AnswerRequest, args: NoteSearchArgs) -> ToolResult:
     summary = f"Searching notes for ‘{args.query[:80]}’"
     result = search(
         user=context.user,
@@ -216,7 +216,7 @@ class NoteReadArgs(BaseModel):
     note_id: int = Field(description="The id of a note of this notebook.")
 
 
-def note_read(context: ToolContext, args: NoteReadArgs) -> ToolResult:
+def note_read(context: AnswerRequest, args: NoteReadArgs) -> ToolResult:
     if not _note_in_context(context, args.note_id):
         return ToolResult(f"No note {args.note_id} in this notebook.", "Reading a note")
     note = note_get(user=context.user, note_id=args.note_id, include_trashed=False)

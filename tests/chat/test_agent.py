@@ -4,6 +4,7 @@ command."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from typing import Any
@@ -16,7 +17,7 @@ from chat import services
 from chat.agent import generate
 from chat.events import AnswerError, Finished, Token, ToolActivity
 from chat.models import Message
-from chat.tools import ToolContext, tools_for
+from chat.tools import AnswerRequest, tools_for
 from grounding.citations import quotable, verify
 from grounding.evidence import sentences
 from notes.services import note_create
@@ -94,7 +95,7 @@ def test_bob_never_reaches_alices_answers_or_tools(alice, library):
     answer, events = ask(conversation, "Why do colons break lines?")  # bob's note's words
     assert CANARY not in json.dumps([answer.content, answer.citations, answer.retrieved,
                                      answer.follow_ups, events])  # fmt: skip
-    context = ToolContext(user=alice, notebook=library["notebook"])
+    context = AnswerRequest(user=alice, notebook=library["notebook"])
     tools = {tool.name: tool for tool in tools_for(context)}
     bobs = library["bobs"].pk
     for name, arguments in [("note_read", {"note_id": bobs}),
@@ -108,7 +109,7 @@ def test_bob_never_reaches_alices_answers_or_tools(alice, library):
 
 def test_a_note_chat_has_only_that_notes_pdfs(alice, library):
     other = note_create(notebook=library["notebook"], author=alice, title="Other", body="x")
-    context = ToolContext(user=alice, notebook=library["notebook"], note=library["note"])
+    context = AnswerRequest(user=alice, notebook=library["notebook"], note=library["note"])
     tools = {tool.name: tool for tool in tools_for(context)}
     assert set(tools) == {"document_search"}
     # No note_id is offered in a note chat; one invented anyway is ignored: still this note.
@@ -125,7 +126,7 @@ def test_the_model_reads_words_cut_at_line_ends_whole(alice, library):
     """url.pdf's page 4 has "com-\nmands": the passage the model reads says "commands", and
     a quote of it is verified against the page."""
     assert "com-\nmands" in library["attachment"].pages.get(number=4).text
-    context = ToolContext(user=alice, notebook=library["notebook"], note=library["note"])
+    context = AnswerRequest(user=alice, notebook=library["notebook"], note=library["note"])
     tools = {tool.name: tool for tool in tools_for(context)}
     result = tools["document_search"].run(context, {"query": "UrlBreaks UrlBigBreaks list macros"})
     assert "given by the two commands (list macros)" in result.content
@@ -266,3 +267,33 @@ def test_evaluate_answers_runs_on_a_small_set(alice, tmp_path, capsys):
     assert figures["by_kind"]["unanswerable"]["abstained_unanswerable"] == 1.0
     assert figures["overall"]["cites_gold_page"] > 0
     assert "keywords" in capsys.readouterr().out
+
+
+def test_an_answerer_gets_one_request_built_before_it_runs_and_cannot_change_it(alice, library):
+    """The request is complete when the answerer starts (what retrieval searches, the chat's
+    scope) and frozen: a stage cannot change what a later stage reads. Only the running record
+    (numbered passages, notices) grows."""
+    seen: list[Any] = []
+
+    class Recording:
+        name, notice = "extractive", ""
+
+        def run(self, question, history, context):
+            seen.append(context)
+            try:
+                context.search_query = "something else"
+            except dataclasses.FrozenInstanceError:
+                seen.append("frozen")
+            context.add_source({"kind": "note", "id": 1})
+            yield Token("Nothing.")
+            yield Finished(abstained=True)
+
+    conversation = services.conversation_create(owner=alice, notebook=library["notebook"])
+    _, pending = services.message_ask(conversation=conversation, content=QUESTION)
+    answer = generate(pending.pk, lambda event, data: None, answerer=Recording())
+    assert answer is not None and answer.status == "complete"
+    request, frozen = seen
+    assert frozen == "frozen"
+    assert request.search_query == QUESTION
+    assert request.conversation == conversation
+    assert request.sources == [{"kind": "note", "id": 1}]

@@ -31,7 +31,7 @@ from chat.llm import LLMAnswerer
 from chat.llm.budget import TRUNCATED, ChatMessage, ContextBudget, Framed
 from chat.models import Conversation, ConversationSummary, Message
 from chat.services import conversation_create, message_ask
-from chat.tools import ToolContext
+from chat.tools import AnswerRequest
 from core.llm import forget_servers
 from core.models import Job
 from tests.attachments.test_pipeline import ingest
@@ -592,12 +592,12 @@ def answer_with_model(answer: Message, memories: list[str]) -> Finished:
     """Answer as the agent does, with the context slots filled: the summaries of the
     conversation and its history (chat.compaction), and the given memories."""
     conversation = answer.conversation
-    context = ToolContext(
+    context = AnswerRequest(
         user=conversation.owner,
         notebook=conversation.notebook,
         conversation=conversation,
-        memories=memories,
-        summaries=summaries_for(conversation),
+        memories=tuple(memories),
+        summaries=tuple(summaries_for(conversation)),
     )
     events = list(LLMAnswerer().run(QUESTION, history_for(answer), context))
     finished = events[-1]

@@ -783,11 +783,11 @@ def test_junk_tool_arguments_are_answered_and_the_answer_still_cited(fake, conve
 
 
 def test_tool_arguments_fit_the_chat_scope_and_limits_are_clamped(alice, note):
-    from chat.tools import ToolContext, tools_for
+    from chat.tools import AnswerRequest, tools_for
     from chat.tools.builtin import DocumentSearchArgs, NoteDocumentSearchArgs
 
-    notebook_chat = ToolContext(user=alice, notebook=note.notebook)
-    note_chat = ToolContext(user=alice, notebook=note.notebook, note=note)
+    notebook_chat = AnswerRequest(user=alice, notebook=note.notebook)
+    note_chat = AnswerRequest(user=alice, notebook=note.notebook, note=note)
     [tool] = [t for t in tools_for(note_chat) if t.name == "document_search"]
     assert tool.arguments(note_chat) is NoteDocumentSearchArgs
     assert tool.arguments(notebook_chat) is DocumentSearchArgs

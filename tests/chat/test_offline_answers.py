@@ -27,7 +27,7 @@ from chat.passages import (
     render,
 )
 from chat.rendering import present
-from chat.tools import ToolContext
+from chat.tools import AnswerRequest
 from core.markdown import plain_text, render_markdown
 from grounding.citations import renumber
 from grounding.evidence import Candidate, Evidence, salient_terms, weigh
@@ -419,7 +419,7 @@ def test_only_real_headings_become_suggestions(heading, real):
 
 def test_a_sentence_is_weighed_under_its_headings(alice):
     """A sentence that does not name its subject is read under its section's heading."""
-    context = ToolContext(user=alice, notebook=NotebookFactory.create(owner=alice))
+    context = AnswerRequest(user=alice, notebook=NotebookFactory.create(owner=alice))
     passage = {
         "n": 1, "kind": "document", "heading": "url.sty version 3.4",
         "text": "The package defines a form of verb command that allows linebreaks at certain "

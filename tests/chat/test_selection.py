@@ -292,19 +292,19 @@ def test_ask_this_pdf_is_a_chat_about_that_file_only(alice, bob, client, library
 def test_when_search_finds_nothing_in_the_chosen_sources_their_opening_passages_stand_in(
     alice, monkeypatch
 ):
-    from chat.tools import ToolContext, builtin, tools_for
+    from chat.tools import AnswerRequest, builtin, tools_for
     from search.retrieval import SearchResult
 
     notebook = NotebookFactory.create(owner=alice)
     note = note_create(notebook=notebook, author=alice, title="URLs")
     url = ingest(upload(alice, note, "url.pdf"))
     monkeypatch.setattr(builtin, "search", lambda **kwargs: SearchResult([]))
-    plain = ToolContext(user=alice, notebook=notebook)
+    plain = AnswerRequest(user=alice, notebook=notebook)
     tool = {t.name: t for t in tools_for(plain)}["document_search"]
     assert tool.run(plain, {"query": "summarise"}).passages == []  # no choice: nothing
 
     chosen = selection.SourceSet.of({f"attachment:{url.pk}"}, explicit={f"attachment:{url.pk}"})
-    context = ToolContext(user=alice, notebook=notebook, selection=chosen)
+    context = AnswerRequest(user=alice, notebook=notebook, selection=chosen)
     passages = tool.run(context, {"query": "summarise", "limit": 3}).passages
     first = url.chunks.order_by("page_number", "index")[:3]
     assert [p["chunk_id"] for p in passages] == [c.pk for c in first]

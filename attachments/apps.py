@@ -38,9 +38,12 @@ class AttachmentsConfig(AppConfig):
         from attachments.models import NoteAttachment
         from attachments.selectors import uploaded_bytes
         from attachments.services.files import remove_files_when_deleted
+        from attachments.services.scheduling import INGESTION
+        from core import fencing
         from core.quota import register_usage
 
         register_usage("attachments", uploaded_bytes)
+        fencing.register(INGESTION)  # reaped by core.jobs.job_reap
 
         post_delete.connect(
             remove_files_when_deleted, sender=NoteAttachment, dispatch_uid="attachment_files"

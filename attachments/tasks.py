@@ -14,8 +14,3 @@ def ingest_attachment(attachment_id: int | str) -> None:
 def reembed_attachment(attachment_id: int | str) -> None:
     """Embed a ready attachment's chunks again with the configured model."""
     services.attachment_reembed(attachment_id=int(attachment_id))
-
-
-def reap_stuck_attachments() -> int:
-    """Periodic: requeue or fail attachments stuck in processing; requeue lost pending ones."""
-    return services.attachment_reap_stuck()

@@ -19,7 +19,8 @@ Jobs are submitted in the caller's transaction (nothing is queued for work that 
 and their ticket is sent when it commits. A ticket that could not be sent, a worker killed
 mid-job, a job past its time: `job_reap` (every minute) sends missing tickets and ends or
 retries jobs whose run was lost. The task functions stay idempotent and fenced as before: a
-job may, rarely, run twice.
+job may, rarely, run twice. The same schedule reaps the kinds that keep a fenced state row of
+their own (core.fencing: ingestion, guides, profiles), each on its own.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 from django_q.exceptions import TimeoutException
 
+from core import fencing
 from core.models import Job
 
 logger = logging.getLogger(__name__)
@@ -180,8 +182,10 @@ def _lost_after() -> timedelta:
 
 
 def job_reap() -> int:
-    """Periodic (every minute): retry or fail jobs whose run was lost, send tickets that are
-    missing, forget finished jobs after KEEP_FINISHED. Returns how many jobs it touched."""
+    """Periodic (every minute, the one reaper schedule): retry or fail jobs whose run was
+    lost, send tickets that are missing, forget finished jobs after KEEP_FINISHED; then reap
+    every registered fenced kind (core.fencing.reap_all: one kind raising stops none of the
+    others). Returns how many jobs and fenced rows it touched."""
     now = timezone.now()
     touched = _send_missing_tickets(now)  # before the lost runs below send their own
     for job in Job.objects.filter(state=State.RUNNING, started_at__lt=now - _lost_after()):
@@ -201,7 +205,7 @@ def job_reap() -> int:
     ).delete()
     if touched:
         logger.warning("job reaper touched %s job(s)", touched)
-    return touched
+    return touched + fencing.reap_all()
 
 
 def _send_missing_tickets(now: datetime) -> int:

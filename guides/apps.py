@@ -8,6 +8,9 @@ class GuidesConfig(AppConfig):
 
     def ready(self) -> None:
         # Imported here: models can be imported only once the app registry is ready.
+        from core import fencing
         from guides import receivers
+        from guides.services.scheduling import GUIDES
 
         receivers.connect()
+        fencing.register(GUIDES)  # reaped by core.jobs.job_reap

@@ -8,8 +8,3 @@ from guides import services
 def write_guide(guide_id: int | str, token: int | str) -> None:
     """Write one guide, if `token` is still its current one (else a newer run has it)."""
     services.guide_write(guide_id=int(guide_id), token=int(token))
-
-
-def reap_stuck_guides() -> int:
-    """Periodic: requeue or fail guides stuck being written; requeue lost pending ones."""
-    return services.guide_reap_stuck()

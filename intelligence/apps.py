@@ -10,6 +10,9 @@ class IntelligenceConfig(AppConfig):
 
     def ready(self) -> None:
         # Imported here: models can be imported only once the app registry is ready.
+        from core import fencing
         from intelligence import receivers
+        from intelligence.services import PROFILES
 
         receivers.connect()
+        fencing.register(PROFILES)  # reaped by core.jobs.job_reap

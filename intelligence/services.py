@@ -13,18 +13,19 @@ from __future__ import annotations
 import json
 import logging
 import time
-from datetime import date
+from datetime import date, datetime
 from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, QuerySet
 from django.utils import timezone
 from django.utils.translation import gettext
 
 from attachments.models import DocumentPage, NoteAttachment, SourceProfile
 from core import model_budget
+from core.fencing import FencedKind, queue_safely
 from core.jobs import job_submit
 from core.params import CONTROL_CHARACTERS_REFUSED, holds_control_characters
 from intelligence import extraction
@@ -59,18 +60,19 @@ def canonical_text(*, better_name: str, doc_type: str, extracted: dict[str, Any]
     return f"{better_name}\nType: {TYPE_WORDS.get(doc_type, doc_type)}\n{data}"
 
 
+def _submit(profile_id: int, token: int) -> None:
+    uploader = (
+        SourceProfile.objects.filter(pk=profile_id)
+        .values_list("attachment__uploaded_by_id", flat=True)
+        .first()
+    )
+    job_submit(TASK, profile_id, token, user_id=uploader, group="profiles")
+
+
 def _enqueue(profile_id: int, token: int) -> None:
     """Queue a run as the uploader's job (core.jobs: fair per user); one attempt, the
-    reaper's requeue is the retry."""
-    try:
-        uploader = (
-            SourceProfile.objects.filter(pk=profile_id)
-            .values_list("attachment__uploaded_by_id", flat=True)
-            .first()
-        )
-        job_submit(TASK, profile_id, token, user_id=uploader, group="profiles")
-    except Exception:
-        logger.exception("could not queue profile %s #%s", profile_id, token)
+    reaper's requeue is the retry. Never fails its caller."""
+    queue_safely(_submit, profile_id, token, what="a profile run")
 
 
 def profile_request(*, attachment_id: int) -> SourceProfile | None:
@@ -213,36 +215,25 @@ def profile_build(*, profile_id: int, token: int) -> bool:
     return bool(written)
 
 
-def profile_reap_stuck() -> int:
-    """Requeue (or, after INGEST_MAX_ATTEMPTS runs, fail) profiles whose run stopped without
-    finishing, and requeue pending ones of ready sources whose task was lost. Returns how many
-    it touched. A requeued run keeps its token: two runs of one token write the same result."""
-    from datetime import timedelta
-
-    now = timezone.now()
-    cutoff = now - timedelta(seconds=settings.INGEST_STALE_SECONDS)
-    touched = 0
-    stuck = SourceProfile.objects.filter(
+def _stuck(cutoff: datetime) -> QuerySet[SourceProfile]:
+    """Profiles of ready sources whose run stopped without finishing, or whose task was lost
+    (a pending profile's heartbeat is its request's time)."""
+    return SourceProfile.objects.filter(
         status__in=[Status.PROCESSING, Status.PENDING],
         heartbeat_at__lt=cutoff,
         attachment__status=NoteAttachment.Status.READY,
     )
-    for profile in stuck:
-        rows = SourceProfile.objects.filter(
-            pk=profile.pk, token=profile.token, status=profile.status
-        )
-        if profile.attempts >= settings.INGEST_MAX_ATTEMPTS:
-            touched += rows.update(
-                status=Status.FAILED,
-                error=f"Analysing the document stopped {profile.attempts} times without finishing.",
-            )
-        elif rows.update(status=Status.PENDING, heartbeat_at=now):
-            touched += 1
-            pk, token = profile.pk, profile.token
-            _enqueue(pk, token)
-    if touched:
-        logger.warning("profile reaper touched %s profile(s)", touched)
-    return touched
+
+
+# The reaper's view of profiles (core.fencing; registered in IntelligenceConfig.ready()). A
+# requeued run keeps its token: two runs of one token write the same result.
+PROFILES = FencedKind(
+    name="profiles",
+    stale=_stuck,
+    fail_error="Analysing the document stopped {attempts} times without finishing.",
+    enqueue=lambda profile: _enqueue(profile.pk, profile.token),
+    token_fenced=True,
+)
 
 
 def parse_extracted(raw: str) -> dict[str, Any]:

@@ -8,8 +8,3 @@ from intelligence import services
 def build_profile(profile_id: int | str, token: int | str) -> None:
     """Build one source profile, if `token` is still its current one."""
     services.profile_build(profile_id=int(profile_id), token=int(token))
-
-
-def reap_stuck_profiles() -> int:
-    """Periodic: requeue or fail profiles stuck being built; requeue lost pending ones."""
-    return services.profile_reap_stuck()

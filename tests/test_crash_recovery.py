@@ -49,11 +49,12 @@ RECOVERY_ENV = {
 
 
 def _ensure_reaper_schedule() -> None:
-    """The schedule migration 0002 creates (a transactional test may have flushed it), due."""
+    """The one reaper schedule core's migration 0002 creates (a transactional test may have
+    flushed it), due: core.jobs.job_reap reaps ingestion with the other fenced kinds."""
     Schedule.objects.update_or_create(
-        name="attachments: reap stuck ingestion",
+        name="core: reap lost jobs, send missing tickets",
         defaults={
-            "func": "attachments.tasks.reap_stuck_attachments",
+            "func": "core.jobs.job_reap",
             "schedule_type": Schedule.MINUTES,
             "minutes": 1,
             "repeats": -1,

@@ -17,7 +17,7 @@ from attachments.services.files import (
 )
 from attachments.services.ingestion import attachment_ingest, attachment_reembed, passage_windows
 from attachments.services.reindexing import Rechunked, attachment_rechunk
-from attachments.services.scheduling import attachment_reap_stuck
+from attachments.services.scheduling import INGESTION
 from attachments.services.sources import (
     AddedSource,
     DuplicateText,
@@ -27,6 +27,7 @@ from attachments.services.sources import (
 )
 
 __all__ = [
+    "INGESTION",
     "MAX_PASSWORD_ATTEMPTS",
     "AddedSource",
     "DuplicateAttachment",
@@ -35,7 +36,6 @@ __all__ = [
     "attachment_add_as_note",
     "attachment_delete",
     "attachment_ingest",
-    "attachment_reap_stuck",
     "attachment_rechunk",
     "attachment_reembed",
     "attachment_reprocess",

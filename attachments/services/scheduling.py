@@ -1,20 +1,17 @@
 """Which pending file an ingestion run takes (fair across uploaders, not first in first out),
-and requeuing files whose run or task was lost."""
+and how the reaper (core.fencing) requeues files whose run or task was lost."""
 
 from __future__ import annotations
 
-import logging
-from datetime import timedelta
+from datetime import datetime
 
-from django.conf import settings
-from django.db.models import Count, F, Max, OuterRef, Q, Subquery
+from django.db.models import Count, F, Max, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from attachments.models import NoteAttachment
 from attachments.services.files import enqueue_ingest, unlocked_path
-
-logger = logging.getLogger(__name__)
+from core.fencing import FencedKind
 
 Status = NoteAttachment.Status
 Stage = NoteAttachment.Stage
@@ -68,38 +65,26 @@ def claim_fairest(attachment_id: int) -> int | None:
     return None
 
 
-def attachment_reap_stuck() -> int:
-    """Requeue (or, after too many runs, fail) attachments whose run stopped reporting, and
-    requeue pending ones whose task was lost. Returns how many rows it touched."""
-    now = timezone.now()
-    cutoff = now - timedelta(seconds=settings.INGEST_STALE_SECONDS)
-    touched = 0
-    for att in NoteAttachment.objects.filter(status=Status.PROCESSING, heartbeat_at__lt=cutoff):
-        rows = NoteAttachment.objects.filter(
-            pk=att.pk, status=Status.PROCESSING, attempts=att.attempts
-        )
-        if att.attempts >= settings.INGEST_MAX_ATTEMPTS:
-            touched += rows.update(
-                status=Status.FAILED,
-                error=f"Processing stopped {att.attempts} times without finishing (the worker "
-                "crashed or ran out of time). Reprocess to try again.",
-            )
-            unlocked_path(att).unlink(missing_ok=True)
-        elif rows.update(
-            status=Status.PENDING,
-            stage=Stage.QUEUED,
-            heartbeat_at=now,
-            error="Restarted: the previous run stopped responding.",
-        ):
-            touched += 1
-            enqueue_ingest(att.pk)
-    lost = NoteAttachment.objects.filter(status=Status.PENDING).filter(
+def _stale(cutoff: datetime) -> QuerySet[NoteAttachment]:
+    return NoteAttachment.objects.filter(status=Status.PROCESSING, heartbeat_at__lt=cutoff)
+
+
+def _lost(cutoff: datetime) -> QuerySet[NoteAttachment]:
+    return NoteAttachment.objects.filter(status=Status.PENDING).filter(
         Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, created_at__lt=cutoff)
     )
-    for att in lost:
-        if NoteAttachment.objects.filter(pk=att.pk, status=Status.PENDING).update(heartbeat_at=now):
-            touched += 1
-            enqueue_ingest(att.pk)
-    if touched:
-        logger.warning("reaper touched %s stuck attachment(s)", touched)
-    return touched
+
+
+# The reaper's view of ingestion (core.fencing; registered in AttachmentsConfig.ready()): a
+# run is fenced by its attempt, a file given up on loses its unlocked copy, a requeued one
+# shows it was restarted.
+INGESTION = FencedKind(
+    name="ingestion",
+    stale=_stale,
+    lost=_lost,
+    fail_error="Processing stopped {attempts} times without finishing (the worker crashed or "
+    "ran out of time). Reprocess to try again.",
+    requeue={"stage": Stage.QUEUED, "error": "Restarted: the previous run stopped responding."},
+    enqueue=lambda attachment: enqueue_ingest(attachment.pk),
+    on_fail=lambda attachment: unlocked_path(attachment).unlink(missing_ok=True),
+)

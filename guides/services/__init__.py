@@ -3,7 +3,7 @@ a worker), `content` (what an offline guide says), `model` (what a chat model sa
 Callers import from here."""
 
 from guides.services.scheduling import (
-    guide_reap_stuck,
+    GUIDES,
     guide_request_notebook,
     guide_request_source,
     guides_after_delete,
@@ -15,7 +15,7 @@ from guides.services.scheduling import (
 from guides.services.writing import guide_write
 
 __all__ = [
-    "guide_reap_stuck",
+    "GUIDES",
     "guide_request_notebook",
     "guide_request_source",
     "guide_write",

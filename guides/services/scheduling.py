@@ -1,5 +1,6 @@
 """When guides are (re)written: requests from ingestion's hooks and from reads, the debounce of
-notebook guides, queueing (fenced by the guide's token), and the reaper.
+notebook guides, queueing (fenced by the guide's token), and what the reaper (core.fencing)
+does with guides.
 
 A request compares a fingerprint of the sources the guide should be written from (`wanted`)
 with the one it has. Same and ready or on its way: nothing to do. Otherwise the guide's token
@@ -21,6 +22,7 @@ from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
 from attachments.models import NoteAttachment
+from core.fencing import FencedKind, queue_safely
 from core.jobs import job_submit
 from guides import selectors
 from guides.models import Guide
@@ -99,17 +101,9 @@ def _request(guide: Guide, *, wanted: str, delay: int) -> bool:
     )
     guide.refresh_from_db(fields=["token"])
     pk, token = guide.pk, guide.token
-    transaction.on_commit(lambda: _safely(enqueue_guide, pk, token, due))
+    # Queueing must never fail what asked for it (an upload, a delete): the reaper retries.
+    transaction.on_commit(lambda: queue_safely(enqueue_guide, pk, token, due, what="a guide run"))
     return True
-
-
-def _safely(enqueue: object, *args: object) -> None:
-    """Queueing a guide must never fail what asked for it (an upload, a delete): the reaper
-    queues it again later."""
-    try:
-        enqueue(*args)  # type: ignore[operator]
-    except Exception:
-        logger.exception("could not queue a guide run %s", args)
 
 
 def guide_request_source(*, attachment: NoteAttachment) -> Guide:
@@ -174,41 +168,36 @@ def guides_after_delete(*, notebook_id: int) -> None:
         logger.exception("could not refresh the guide of notebook %s", notebook_id)
 
 
-# --- The reaper
+# --- The reaper's view of guides (core.fencing; registered in GuidesConfig.ready())
 
 
-def guide_reap_stuck() -> int:
-    """Requeue (or, after INGEST_MAX_ATTEMPTS runs, fail) guides whose run stopped reporting,
-    and requeue due pending guides whose task was lost. Returns how many it touched."""
-    now = timezone.now()
-    cutoff = now - timedelta(seconds=settings.INGEST_STALE_SECONDS)
-    touched = 0
-    for guide in Guide.objects.filter(status=Status.PROCESSING, heartbeat_at__lt=cutoff):
-        rows = Guide.objects.filter(pk=guide.pk, token=guide.token, status=Status.PROCESSING)
-        if guide.attempts >= settings.INGEST_MAX_ATTEMPTS:
-            touched += rows.update(
-                status=Status.FAILED,
-                error=f"Writing the guide stopped {guide.attempts} times without finishing.",
-            )
-        elif rows.update(status=Status.PENDING, heartbeat_at=now, not_before=None):
-            touched += 1
-            _safely(enqueue_guide, guide.pk, guide.token, None)
-    lost = (
+def _stale(cutoff: datetime) -> QuerySet[Guide]:
+    return Guide.objects.filter(status=Status.PROCESSING, heartbeat_at__lt=cutoff)
+
+
+def _lost(cutoff: datetime) -> QuerySet[Guide]:
+    """Pending guides whose task was lost (a delayed one only once its `not_before` is past
+    the cutoff too)."""
+    return (
         Guide.objects.filter(status=Status.PENDING)
         .filter(Q(not_before__isnull=True) | Q(not_before__lt=cutoff))
         .filter(Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, requested_at__lt=cutoff))
         # A source guide waits for its PDF to be ready: its hook queues it then.
         .filter(Q(kind=Guide.Kind.NOTEBOOK) | Q(attachment__status=NoteAttachment.Status.READY))
     )
-    for guide in lost:
-        if Guide.objects.filter(pk=guide.pk, token=guide.token, status=Status.PENDING).update(
-            heartbeat_at=now
-        ):
-            touched += 1
-            _safely(enqueue_guide, guide.pk, guide.token, None)
-    if touched:
-        logger.warning("guide reaper touched %s guide(s)", touched)
-    return touched
+
+
+GUIDES = FencedKind(
+    name="guides",
+    stale=_stale,
+    lost=_lost,
+    fail_error="Writing the guide stopped {attempts} times without finishing.",
+    requeue={"not_before": None},
+    enqueue=lambda guide: queue_safely(
+        enqueue_guide, guide.pk, guide.token, None, what="a guide run"
+    ),
+    token_fenced=True,
+)
 
 
 def source_guide_ensure(*, user: User, attachment_id: int) -> SourceGuide:

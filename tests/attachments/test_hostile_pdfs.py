@@ -14,6 +14,7 @@ from django_q.tasks import async_task, result
 
 from attachments import services
 from attachments.models import NoteAttachment
+from core.fencing import reap
 from core.jobs import TICKET
 from core.models import Job
 from tests.conftest import upload
@@ -243,7 +244,7 @@ def test_hostile_pdfs_fail_with_a_reason_once_and_spare_the_worker_and_other_use
     assert set(tickets.values_list("attempt_count", flat=True)) == {1}
     # The reaper leaves finished files alone, however old.
     settings.INGEST_STALE_SECONDS = 0
-    assert services.attachment_reap_stuck() == 0
+    assert reap(services.INGESTION) == 0
     assert "reincarnated" not in log.read_text(), worker.tail()  # no worker process died
 
 

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from attachments import services
 from attachments.models import ChunkVector, DocumentChunk, NoteAttachment, SourceProfile
+from core.fencing import reap
 from notes.models import NoteVector
 from tests.conftest import EVAL_PDFS, upload
 from tests.factories import NotebookFactory, NoteFactory
@@ -224,7 +225,7 @@ def test_reaper_requeues_abandoned_runs_then_gives_up(alice, note, settings):
     NoteAttachment.objects.filter(pk=attachment.pk).update(
         status="processing", attempts=1, heartbeat_at=stale
     )
-    assert services.attachment_reap_stuck() == 1
+    assert reap(services.INGESTION) == 1
     attachment.refresh_from_db()
     assert attachment.status == "pending"
     assert "Restarted" in attachment.error
@@ -232,7 +233,7 @@ def test_reaper_requeues_abandoned_runs_then_gives_up(alice, note, settings):
     NoteAttachment.objects.filter(pk=attachment.pk).update(
         status="processing", attempts=settings.INGEST_MAX_ATTEMPTS, heartbeat_at=stale
     )
-    services.attachment_reap_stuck()
+    reap(services.INGESTION)
     attachment.refresh_from_db()
     assert attachment.status == "failed"
     assert "stopped 3 times" in attachment.error
@@ -243,7 +244,7 @@ def test_reaper_leaves_healthy_runs_alone(alice, note):
     NoteAttachment.objects.filter(pk=attachment.pk).update(
         status="processing", attempts=1, heartbeat_at=timezone.now()
     )
-    assert services.attachment_reap_stuck() == 0
+    assert reap(services.INGESTION) == 0
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ import pytest
 
 from attachments import services
 from attachments.models import ChunkVector, NoteAttachment
+from core.fencing import reap
 from tests.conftest import upload
 from tests.factories import NotebookFactory, NoteFactory
 from tests.workers import run_worker
@@ -59,7 +60,7 @@ def test_killed_worker_run_is_reaped_and_finishes_with_one_set_of_chunks(alice, 
 
     settings.INGEST_STALE_SECONDS = 0  # the reaper's periodic run, without waiting for it
     time.sleep(0.1)
-    assert services.attachment_reap_stuck() == 1
+    assert reap(services.INGESTION) == 1
     attachment.refresh_from_db()
     assert attachment.status == "pending"
 

@@ -326,20 +326,23 @@ def test_reaper_requeues_a_lost_run_and_fails_after_the_attempts(invoice, settin
 
     from django_q.models import Schedule
 
-    from intelligence.services import profile_reap_stuck
+    from core.fencing import reap, registered
+    from intelligence.services import PROFILES
 
-    assert Schedule.objects.filter(func="intelligence.tasks.reap_stuck_profiles").exists()
+    # Reaped by the one reaper schedule, core's.
+    assert Schedule.objects.filter(func="core.jobs.job_reap").exists()
+    assert PROFILES in registered()
     profile = profile_request(attachment_id=invoice.pk)
     assert profile is not None
-    assert profile_reap_stuck() == 0  # fresh: its task is on its way
+    assert reap(PROFILES) == 0  # fresh: its task is on its way
     old = timezone.now() - timedelta(seconds=settings.INGEST_STALE_SECONDS + 5)
     SourceProfile.objects.filter(pk=profile.pk).update(status="processing", heartbeat_at=old)
-    assert profile_reap_stuck() == 1
+    assert reap(PROFILES) == 1
     assert SourceProfile.objects.get(pk=profile.pk).status == "pending"
     SourceProfile.objects.filter(pk=profile.pk).update(
         status="processing", heartbeat_at=old, attempts=settings.INGEST_MAX_ATTEMPTS
     )
-    assert profile_reap_stuck() == 1
+    assert reap(PROFILES) == 1
     failed = SourceProfile.objects.get(pk=profile.pk)
     assert failed.status == "failed"
     assert "stopped" in failed.error

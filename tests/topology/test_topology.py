@@ -367,11 +367,12 @@ def test_two_webs_two_workers_behind_nginx_lose_nothing(
         killed_at = time.monotonic()
         top.embeddings.hold = None
         top.embeddings.release.set()
-        # The reaper is scheduled every minute; its next run is brought to just after the
-        # file goes stale (the clock of a worker that crashed at any moment).
+        # The reaper (core's, which reaps ingestion too) is scheduled every minute; its next
+        # run is brought to just after the file goes stale (the clock of a worker that
+        # crashed at any moment).
         top.sql(
             "UPDATE django_q_schedule SET next_run = now() + %s * interval '1 second' "
-            "WHERE func = 'attachments.tasks.reap_stuck_attachments'",
+            "WHERE func = 'core.jobs.job_reap'",
             INGEST_STALE_SECONDS + 1,
         )
         print(f"worker {busy_worker} killed while embedding R-data.pdf")

@@ -70,7 +70,7 @@ def notebook_source_upload(request: AuthenticatedHttpRequest, notebook_id: int) 
     attach PDFs to; without one, each PDF becomes a new note titled after it. A text file
     always becomes a new note. Answers like `attachment_upload`."""
     notebook = notebook_get(user=request.user, notebook_id=notebook_id)
-    back = reverse("chat:workspace", args=[notebook.pk])
+    back = reverse("workspace:page", args=[notebook.pk])
     fragment = _wants_fragment(request)
     note = None
     if raw := request.POST.get("note", "").strip():

@@ -31,7 +31,7 @@ def _back(request: AuthenticatedHttpRequest, notebook: Notebook) -> str:
     safe = url_has_allowed_host_and_scheme(
         target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
     )
-    return target if target and safe else reverse("chat:workspace", args=[notebook.pk])
+    return target if target and safe else reverse("workspace:page", args=[notebook.pk])
 
 
 def _show(

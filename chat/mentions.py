@@ -183,7 +183,7 @@ def _folder_candidates(*, user: User, term: str) -> list[Candidate]:
             path=nb.title,
             notebook_id=nb.pk,
             count=counts.get(nb.pk, 0),
-            url=reverse("chat:workspace", args=[nb.pk]),
+            url=reverse("workspace:page", args=[nb.pk]),
         )
         for nb in notebooks.order_by("pk")[:CANDIDATES_PER_KIND]
         if counts.get(nb.pk, 0) > 0

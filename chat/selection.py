@@ -190,7 +190,7 @@ def resolve(*, user: User, chip: Chip) -> Resolved:
             "“%(name)s” holds %(count)s sources: answers may miss some of them.",
             len(sources),
         ) % {"name": notebook.title, "count": len(sources)}
-    url = reverse("chat:workspace", args=[notebook.pk])
+    url = reverse("workspace:page", args=[notebook.pk])
     return Resolved("path", chip.mode, chip.ref, notebook.title, notebook.title, sources, url,
                     warning)  # fmt: skip
 

@@ -2,14 +2,12 @@ from __future__ import annotations
 
 from django.urls import path
 
-from chat import compaction_views, memory_views, mention_views, views, workspace_views
+from chat import compaction_views, memory_views, mention_views, views
 
 app_name = "chat"
 
 urlpatterns = [
-    path("notebooks/<int:notebook_id>/", workspace_views.workspace, name="workspace"),
-    path("notebooks/<int:notebook_id>/ask/", workspace_views.workspace_ask, name="workspace_ask"),
-    path("attachments/<int:attachment_id>/ask/", workspace_views.ask_pdf, name="ask_pdf"),
+    path("attachments/<int:attachment_id>/ask/", views.ask_pdf, name="ask_pdf"),
     path(
         "notebooks/<int:notebook_id>/chats/",
         views.notebook_conversations,

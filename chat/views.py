@@ -1,22 +1,24 @@
-"""Chat pages: conversation lists per notebook and per note, the conversation itself, and the
-plain-form fallbacks of what the page otherwise does over its WebSocket (chat.consumers)."""
+"""Chat pages: conversation lists per notebook and per note, the conversation itself, "Ask this
+PDF", and the plain-form fallbacks of what the page otherwise does over its WebSocket
+(chat.consumers). The notebook workspace itself is the `workspace` app's, above this one: chat
+only links back to it (by URL name, `workspace_url`)."""
 
 from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
+from attachments.selectors import attachment_get
 from chat import answering, saving, selection, selectors, services
 from chat.forms import AskForm, RenameForm
 from chat.models import Conversation, Message
 from chat.rendering import present
-from chat.workspace_views import workspace_url
 from core.params import parse_id
 from core.ratelimit import (
     RateLimited,
@@ -41,6 +43,12 @@ def _list_url(conversation: Conversation) -> str:
 
 def _answer_url(conversation: Conversation, message: Message) -> str:
     return reverse("chat:conversation", args=[conversation.pk]) + f"#message-{message.pk}"
+
+
+def workspace_url(notebook_id: int, conversation_id: int | None = None) -> str:
+    """The notebook's workspace (the `workspace` app's page), with a conversation open."""
+    url = reverse("workspace:page", args=[notebook_id])
+    return f"{url}?c={conversation_id}" if conversation_id else url
 
 
 @login_required
@@ -278,3 +286,19 @@ def message_save_form(request: AuthenticatedHttpRequest, message_id: int) -> Htt
     message = selectors.message_get(user=request.user, message_id=message_id)
     notes = note_list(user=request.user, notebook_id=message.conversation.notebook_id)
     return render(request, "chat/_save_form.html", {"message": message, "notes": notes})
+
+
+@login_required
+@require_POST
+def ask_pdf(request: AuthenticatedHttpRequest, attachment_id: int) -> HttpResponse:
+    """ "Ask this PDF": start a conversation scoped to one ready file, titled after it, and
+    open it in its notebook's workspace (another user's file answers 404)."""
+    attachment = attachment_get(user=request.user, attachment_id=attachment_id)
+    if attachment.note.is_trashed:
+        raise Http404("No such file.")
+    try:
+        conversation = services.conversation_about_file(owner=request.user, attachment=attachment)
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+        return redirect(workspace_url(attachment.note.notebook_id))
+    return redirect(workspace_url(attachment.note.notebook_id, conversation.pk))

@@ -79,6 +79,7 @@ INSTALLED_APPS = [
     "chat",
     "guides",
     "intelligence",
+    "workspace",
 ]
 
 MIDDLEWARE = [

@@ -41,6 +41,7 @@ urlpatterns = [
     path("", include("notes.urls")),
     path("", include("attachments.urls")),
     path("", include("search.urls")),
+    path("", include("workspace.urls")),
     path("", include("chat.urls")),
     path("", include("guides.urls")),
     path("", include("intelligence.urls")),

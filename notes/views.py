@@ -48,7 +48,7 @@ def notebook_list(request: AuthenticatedHttpRequest) -> HttpResponse:
             form.add_error(None, exc)
         else:
             if not request.htmx:
-                return redirect("chat:workspace", notebook_id=notebook.pk)
+                return redirect("workspace:page", notebook_id=notebook.pk)
             messages.success(
                 request, gettext("Created the notebook “%(title)s”.") % {"title": notebook.title}
             )
@@ -78,7 +78,7 @@ def notebook_rename(request: AuthenticatedHttpRequest, notebook_id: int) -> Http
                 return render(
                     request, "notes/notebook_list.html#notebook-row", {"notebook": notebook}
                 )
-            return redirect("chat:workspace", notebook_id=notebook.pk)
+            return redirect("workspace:page", notebook_id=notebook.pk)
     context = {"form": form, "notebook": notebook}
     return render(request, _template(request, "notes/notebook_rename.html", "rename-form"), context)
 
@@ -126,7 +126,7 @@ def notebook_notes(request: AuthenticatedHttpRequest, notebook_id: int) -> HttpR
 @require_POST
 def note_create(request: AuthenticatedHttpRequest, notebook_id: int) -> HttpResponse:
     notebook = selectors.notebook_get(user=request.user, notebook_id=notebook_id)
-    back_url = reverse("chat:workspace", args=[notebook.pk])
+    back_url = reverse("workspace:page", args=[notebook.pk])
     try:
         rate_limit(scope="note", key=user_key(request.user))
         note = services.note_create(
@@ -204,8 +204,8 @@ def _after_note_action(request: AuthenticatedHttpRequest, notebook_id: int) -> H
         context = _notebook_notes_context(request, notebook_id)
         return render(request, "notes/_notes_pane.html#notes", context)
     if request.htmx:
-        return HttpResponseClientRedirect(reverse("chat:workspace", args=[notebook_id]))
-    return redirect("chat:workspace", notebook_id=notebook_id)
+        return HttpResponseClientRedirect(reverse("workspace:page", args=[notebook_id]))
+    return redirect("workspace:page", notebook_id=notebook_id)
 
 
 @login_required

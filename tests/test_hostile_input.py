@@ -218,7 +218,7 @@ def test_escaped_control_characters_in_json_form_fields_never_answer_500(name, a
 READERS: list[tuple[str, str, str, str, set[int]]] = [
     # (route, method, query or form, field, statuses)
     ("chat:mentions", "GET", "query", "notebook", {404}),
-    ("chat:workspace", "GET", "query", "c", {404}),
+    ("workspace:page", "GET", "query", "c", {404}),
     ("chat:save", "POST", "form", "note", {400, 302}),  # htmx; else back, with a message
     ("attachments:notebook_upload", "POST", "form", "note", {400}),
     ("search:search", "GET", "query", "notebook", {200}),

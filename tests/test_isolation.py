@@ -32,8 +32,8 @@ pytestmark = pytest.mark.django_db
 
 # Pages that take a notebook or note id, with the methods they accept.
 OBJECT_PAGES = {
-    "chat:workspace": ("notebook", ["GET"]),
-    "chat:workspace_ask": ("notebook", ["POST"]),
+    "workspace:page": ("notebook", ["GET"]),
+    "workspace:ask": ("notebook", ["POST"]),
     "chat:ask_pdf": ("attachment", ["POST"]),
     "notes:notebook_notes": ("notebook", ["GET"]),
     "attachments:notebook_upload": ("notebook", ["POST"]),

@@ -62,7 +62,7 @@ def answered(alice, notebook) -> Conversation:
 
 @pytest.mark.django_db
 def test_the_workspace_follows_the_browsers_language(alice_client, notebook):
-    url = reverse("chat:workspace", args=[notebook.pk])
+    url = reverse("workspace:page", args=[notebook.pk])
     german = page(alice_client, url, "de-DE,de;q=0.9,en;q=0.5")
     assert '<html lang="de"' in german
     assert "Stell deine erste Frage." in german
@@ -104,7 +104,7 @@ def test_a_conversation_page_in_german_and_chinese(alice_client, answered):
 
 @pytest.mark.django_db
 def test_a_refusal_is_in_the_pages_language(alice_client, notebook):
-    url = reverse("chat:workspace_ask", args=[notebook.pk])
+    url = reverse("workspace:ask", args=[notebook.pk])
     response = alice_client.post(url, {"content": "  "}, HTTP_ACCEPT_LANGUAGE="de")
     assert response.status_code == 400
     assert "Gib zuerst eine Frage ein." in response.content.decode()

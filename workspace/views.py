@@ -1,38 +1,34 @@
-"""The notebook workspace: one page with the notebook's sources, its chat and its notes.
+"""The notebook workspace: one page with the notebook's sources, its chat and its notes, and
+the first question of its empty chat.
 
-It lives in `chat` because it composes every app below it (imports run chat → search →
-attachments, notes); each pane is also a partial its own app serves, so HTMX can refresh one
-pane without the others.
+It is a layer of its own, above `chat` and `guides`, because it composes the apps below it
+(the chat's selectors and answering, `attachments.selectors.notebook_sources`,
+`notes.selectors.note_list`); each pane is also a partial its own app serves, so HTMX can
+refresh one pane without the others (the guides and their starter chips load with `hx-get`).
 """
 
 from __future__ import annotations
 
 from django.conf import settings
-from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
-from attachments.selectors import attachment_get, notebook_sources
+from attachments.selectors import notebook_sources
 from chat import answering, selection, selectors, services
 from chat.forms import AskForm
 from chat.models import Conversation
 from chat.rendering import present
+from chat.views import workspace_url
 from core.params import parse_id
 from core.ratelimit import RateLimited, too_many_requests
 from core.types import AuthenticatedHttpRequest
 from notes.selectors import note_list, notebook_get
 
-PAGE = "chat/workspace.html"
-
-
-def workspace_url(notebook_id: int, conversation_id: int | None = None) -> str:
-    url = reverse("chat:workspace", args=[notebook_id])
-    return f"{url}?c={conversation_id}" if conversation_id else url
+PAGE = "workspace/workspace.html"
 
 
 def _current(request: AuthenticatedHttpRequest, notebook_id: int) -> Conversation | None:
@@ -130,19 +126,3 @@ def workspace_ask(request: AuthenticatedHttpRequest, notebook_id: int) -> HttpRe
         else:
             return redirect(workspace_url(notebook.pk, conversation.pk) + f"#message-{answer.pk}")
     return _page(request, notebook.pk, form=form, status=400)
-
-
-@login_required
-@require_POST
-def ask_pdf(request: AuthenticatedHttpRequest, attachment_id: int) -> HttpResponse:
-    """ "Ask this PDF": start a conversation scoped to one ready file, titled after it, and
-    open it in its notebook's workspace (another user's file answers 404)."""
-    attachment = attachment_get(user=request.user, attachment_id=attachment_id)
-    if attachment.note.is_trashed:
-        raise Http404("No such file.")
-    try:
-        conversation = services.conversation_about_file(owner=request.user, attachment=attachment)
-    except ValidationError as exc:
-        messages.error(request, " ".join(exc.messages))
-        return redirect(workspace_url(attachment.note.notebook_id))
-    return redirect(workspace_url(attachment.note.notebook_id, conversation.pk))

@@ -1,0 +1,12 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from workspace import views
+
+app_name = "workspace"
+
+urlpatterns = [
+    path("notebooks/<int:notebook_id>/", views.workspace, name="page"),
+    path("notebooks/<int:notebook_id>/ask/", views.workspace_ask, name="ask"),
+]

@@ -31,8 +31,12 @@ from django.db.models.functions import Now
 from chat import claims
 from chat.compaction import history_for, schedule_compaction_if_needed, summaries_for
 from chat.events import AnswerError, Event, Finished, Token, ToolActivity
+from chat.extractive import ExtractiveAnswerer
+from chat.llm import LLMAnswerer
+from chat.llm.server import model_available, unavailable_notice
 from chat.memory import memories_for_prompt, schedule_memory_extraction
 from chat.models import Message
+from chat.reformulation import Reformulation, reformulate, resumed
 from chat.selection import prepare, stored_selections
 from chat.tools import AnswerRequest
 from core import metrics
@@ -59,14 +63,9 @@ def get_answerer() -> Answerer:
     """The chat model when CHAT_MODEL is set, else the offline extractive answerer. While the
     model's circuit breaker is open (it failed LLM_BREAKER_FAILURES times in a row) the
     extractive answerer stands in, its `notice` saying why."""
-    from chat.extractive import ExtractiveAnswerer
 
     if settings.CHAT_MODEL:
-        from chat.llm.server import model_available, unavailable_notice
-
         if model_available():
-            from chat.llm import LLMAnswerer
-
             return LLMAnswerer()
         offline = ExtractiveAnswerer()
         offline.notice = unavailable_notice()
@@ -322,7 +321,6 @@ def _reformulate(asked: Message, base: AnswerRequest, emit: Emit, answer_id: int
     the anchor documents (chat.reformulation), saved on the question and announced. A
     continued answer keeps what its question searched. Never fails the answer: on any error
     the question is searched as is, without context."""
-    from chat.reformulation import Reformulation, reformulate, resumed
 
     conversation = asked.conversation
     if base.continuing and asked.search_query:

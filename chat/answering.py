@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from django.db import transaction
 
 from chat import runner, services
+from chat.models import Message as MessageModel
 from core.ratelimit import rate_limit, user_key
 
 if TYPE_CHECKING:
@@ -59,7 +60,6 @@ def _start_on_commit(answer: Message, also: Emit | None, question_id: int | None
 
 def settled(message: Message) -> Message:
     """`message`, settled first if it is an answer still shown as being written."""
-    from chat.models import Message as MessageModel
 
     in_progress = message.role == MessageModel.Role.ASSISTANT and message.status in (
         MessageModel.Status.PENDING,

@@ -38,8 +38,10 @@ from django.db.models.functions import Length
 from pydantic import BaseModel, field_validator
 
 from chat import prompts
+from chat.llm.server import token_counter
 from chat.models import Conversation, ConversationSummary, Message
 from core.jobs import job_submit
+from core.llm import structured_call
 from core.textutil import clip
 
 logger = logging.getLogger(__name__)
@@ -117,8 +119,6 @@ def uncompacted_tokens(conversation_id: int) -> int:
         conversation_id=conversation_id, compacted=False, status=Message.Status.COMPLETE
     )
     if settings.CHAT_MODEL:
-        from chat.llm.server import token_counter
-
         count = token_counter(settings.CHAT_MODEL)
         return sum(count(text) for text in messages.values_list("content", flat=True))
     chars = messages.aggregate(chars=Sum(Length("content")))["chars"] or 0
@@ -335,8 +335,6 @@ def summarise(batch: list[Message]) -> tuple[str, str]:
     """A batch's summary and its summarizer: "llm" when the chat model gave a usable one,
     else "extractive" (no model, or junk, invalid JSON, a refusal, an error or a timeout)."""
     if settings.CHAT_MODEL:
-        from core.llm import structured_call
-
         try:
             reply = structured_call(
                 name="conversation_summary",
@@ -402,7 +400,6 @@ def first_sentence(text: str) -> str:
 def _transcript(batch: list[Message]) -> str:
     """The batch as the summary call's user message, fenced, each message cut as needed to
     fit the model's window beside the summary."""
-    from chat.llm.server import token_counter
 
     count = token_counter(settings.CHAT_MODEL)
     room = int(settings.CHAT_CONTEXT_TOKENS) - SUMMARY_TOKENS - count(prompts.SUMMARY_SYSTEM)

@@ -7,6 +7,8 @@ import json
 import re
 from typing import TYPE_CHECKING
 
+from chat.modes import spec
+
 if TYPE_CHECKING:
     from openai.types.shared_params import ResponseFormatJSONSchema
 
@@ -170,7 +172,6 @@ def answer_system(
     if notes and tools:
         lines = "\n".join(f"{pk}: {one_line(title, 80)}" for pk, title in notes)
         listing = NOTES_LIST.format(lines=lines)
-    from chat.modes import spec
 
     system = ANSWER_SYSTEM.format(
         scope=scope,

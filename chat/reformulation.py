@@ -30,9 +30,15 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from pydantic import BaseModel, Field
 
+from attachments.models import ChunkVector
 from chat.claims import backed_text
 from chat.models import Message
+from chat.tools import AnswerRequest
 from core import metrics
+from core.embeddings import get_embedder, warming_up
+from core.llm import structured_call
+from notes.models import NoteVector
+from search.retrieval import closeness
 from search.texts import hybrid_rank
 
 if TYPE_CHECKING:
@@ -117,7 +123,6 @@ def _embedded(messages: Sequence[Message]) -> list[tuple[int, str, list[float]]]
     """(id, text, embedding) of messages, embedding (and storing) those not embedded yet;
     while the web process is still loading the model, nothing is embedded (the lexical side
     ranks alone, as for a failed embedding) so a follow-up never waits for the warm-up."""
-    from core.embeddings import get_embedder, warming_up
 
     missing = [m for m in messages if m.embedding is None and m.content.strip()]
     if missing and not warming_up():
@@ -208,8 +213,6 @@ def turn_vector(question: Message | None, answer: Message | None) -> list[float]
 def _passage_vectors(retrieved: list[dict[str, Any]]) -> list[list[float]]:
     """The stored vectors (first window) of the first CONTEXT_PASSAGES passages of a message's
     `retrieved` list, document chunks and notes alike."""
-    from attachments.models import ChunkVector
-    from notes.models import NoteVector
 
     best = [(str(r.get("kind")), int(r["id"])) for r in retrieved if r.get("id")]
     best = best[:CONTEXT_PASSAGES]
@@ -265,7 +268,6 @@ def topic_changed(
     best of the same scope, so this needs no threshold, word list or language. Without
     vectors (the model loading or away, no context embedded) the conversation cannot be
     weighed and the question is searched as asked."""
-    from search.retrieval import closeness
 
     if context_vector is None:
         return True
@@ -293,7 +295,6 @@ def _transcript(context: list[Message]) -> str:
 
 
 def with_model(question: str, context: list[Message]) -> Reformulation | None:
-    from core.llm import structured_call
 
     user = (
         f"Earlier messages (oldest first):\n<conversation>\n{_transcript(context)}\n"
@@ -359,7 +360,6 @@ def resumed(question: Message) -> Reformulation:
 def _own_scope(question: Message) -> Scope:
     """The conversation's own scope (its PDF, its note's PDFs, or its notebook's PDFs and
     notes), as the chat's tools search it."""
-    from chat.tools import AnswerRequest
 
     conversation = question.conversation
     return AnswerRequest(

@@ -24,6 +24,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext as _
 
+from attachments.validation import UPLOAD_TYPES, SourceKind
 from chat.claims import CLOSE, OPEN, clean, unbacked_spans
 from chat.models import Message
 from core.markdown import render_markdown
@@ -168,7 +169,6 @@ def _image_ids(citations: list[dict[str, Any]]) -> frozenset[int]:
     (attachments.validation.upload_kind: an image's name ends in an image extension, and a
     file under such a name that is not an image was refused), so the cited file's name says
     it, without a query."""
-    from attachments.validation import UPLOAD_TYPES, SourceKind
 
     ids = set()
     for citation in citations:

@@ -22,6 +22,7 @@ from django.db import connections
 from django.utils import translation
 
 from chat.agent import Emit, generate
+from chat.models import Message
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +92,6 @@ def run(
             )
     except Exception:
         logger.exception("generation of message %s crashed", message_id)
-        from chat.models import Message
 
         Message.objects.filter(
             pk=message_id, status__in=(Message.Status.PENDING, Message.Status.STREAMING)

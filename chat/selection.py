@@ -32,11 +32,12 @@ from pydantic import ValidationError as PydanticError
 
 from attachments.models import NoteAttachment
 from attachments.selectors import attachment_get
+from chat.models import Message
 from notes.models import Note
 from notes.selectors import note_get, notebook_get
 
 if TYPE_CHECKING:
-    from chat.models import Conversation, Message
+    from chat.models import Conversation
     from core.types import User
 
 FOLDER_WARN = 15  # a folder with more sources is allowed, with a warning
@@ -239,7 +240,6 @@ def stored_excluded(message: Message) -> list[str]:
 def state(conversation: Conversation | None) -> dict[str, Any]:
     """What the composer starts from: the chips and exclusions of the conversation's latest
     question (they persist after sending), for `json_script`."""
-    from chat.models import Message
 
     if conversation is None:
         return {"selections": [], "excluded": [], "warning": ""}
@@ -294,7 +294,6 @@ class SourceSet:
 
 def cited_sources(conversation: Conversation, before: Message) -> set[str]:
     """Refs of the sources cited by the conversation's answers before `before` (carry-over)."""
-    from chat.models import Message
 
     answers = (
         Message.objects.filter(

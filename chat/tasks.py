@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from chat import services
+from chat.memory import memory_extract
+from chat.models import Message
 
 
 def interrupt_abandoned_answers() -> int:
@@ -15,9 +17,6 @@ def extract_memories(message_id: int | str) -> None:
     """After an answer completed: remember what its exchange holds (chat.memory). Gone, or
     not a completed answer: logged, nothing done. Never raises (failures are counted)."""
     import logging
-
-    from chat.memory import memory_extract
-    from chat.models import Message
 
     message = (
         Message.objects.filter(

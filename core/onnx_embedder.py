@@ -26,6 +26,8 @@ from typing import Any
 
 from django.conf import settings
 
+from core.embeddings import _LOCAL_EMBEDDERS, check_dimensions, cut_windows
+
 logger = logging.getLogger(__name__)
 # Bumped when the export below changes, so that older cache files are not reused.
 EXPORT_VERSION = 1
@@ -218,8 +220,6 @@ class OnnxEmbedder:
 
         from tokenizers import Tokenizer
 
-        from core.embeddings import _LOCAL_EMBEDDERS, check_dimensions
-
         self.model_name = model_name
         self.quantize = quantize
         self._dir = bundled_model_path()
@@ -271,7 +271,6 @@ class OnnxEmbedder:
 
     def windows(self, text: str, prefix: str = "") -> list[str]:
         """Like LocalEmbedder.windows (the same tokenizer, so the same windows)."""
-        from core.embeddings import cut_windows
 
         head = f"{prefix}\n" if prefix else ""
         with self._lock:

@@ -13,6 +13,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from core.embeddings import get_embedder
 from intelligence import patterns as p
 
 logger = logging.getLogger(__name__)
@@ -198,7 +199,6 @@ def _cosine(a: list[float], b: list[float]) -> float:
 def embedding_scores(text: str) -> dict[str, float]:
     """How much closer the text is to each description than to the others' mean (0 when no
     embedder can be had: classification never waits on or fails for it)."""
-    from core.embeddings import get_embedder
 
     try:
         embedder = get_embedder()

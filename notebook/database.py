@@ -8,6 +8,8 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from psycopg.conninfo import conninfo_to_dict
 
+from notebook.embedded_db import ensure_server
+
 
 def database_from_url(url: str) -> dict[str, Any]:
     """Parse a libpq URL (postgres://user:pw@host:port/db?sslmode=...; host may be a socket dir)."""
@@ -29,7 +31,6 @@ def database_from_url(url: str) -> dict[str, Any]:
 
 
 def embedded_database(data_dir: Path) -> dict[str, Any]:
-    from notebook.embedded_db import ensure_server
 
     params = ensure_server(data_dir)
     return {

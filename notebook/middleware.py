@@ -21,6 +21,7 @@ from core.params import (
     has_control_characters,
     holds_control_characters,
 )
+from notebook.api import api as ninja_api
 
 
 class LoginRequiredForPagesAndFragments(LoginRequiredMiddleware):
@@ -83,8 +84,6 @@ class RefuseControlCharacters(MiddlewareMixin):
             # Over Django's limits while reading the body: the answer the view would give
             # (the API's JSON 413; Django's 400 page), now that the body cannot be read again.
             if api:
-                from notebook.api import api as ninja_api
-
                 return ninja_api.on_exception(request, exc)
             raise
         if not found:

@@ -25,6 +25,7 @@ from django.conf import settings
 
 from core import model_budget
 from core.model_budget import BudgetSpent
+from search.documents import search_documents
 from search.expansion import BUDGET_SPENT, Expansion, expand
 from search.retrieval import Scope, SearchResult, search
 
@@ -59,8 +60,6 @@ def search_any_language(
     chosen = scope.doc_type
     doc_type = chosen or expansion.doc_type
     if mode == "documents":
-        from search.documents import search_documents
-
         result = search_documents(
             user=user,
             query=query,

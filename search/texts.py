@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 
+from core.embeddings import get_embedder, warming_up
 from core.language import content_terms, detect_language
 
 RRF_K = 60
@@ -62,8 +63,6 @@ def hybrid_rank(
     for rank, (_, pk) in enumerate(ranked, start=1):
         fused[pk] = fused.get(pk, 0.0) + 1 / (RRF_K + rank)
     if any(vector for _, _, vector in items):
-        from core.embeddings import get_embedder, warming_up
-
         # Right after the server starts the model may still be loading: lexical only, no wait.
         if query_vector is None and not warming_up():
             try:

@@ -19,6 +19,7 @@ from django.utils.translation import gettext, ngettext
 
 from attachments import signals
 from attachments.models import MAX_PASSWORD_ATTEMPTS, NoteAttachment
+from attachments.thumbnails import thumbnail_path
 from attachments.validation import (
     SourceKind,
     ValidatedUpload,
@@ -101,7 +102,6 @@ def unlocked_path(attachment: NoteAttachment) -> Path:
 
 
 def _remove_files(attachment: NoteAttachment) -> None:
-    from attachments.thumbnails import thumbnail_path
 
     for path in (Path(attachment.file.path), unlocked_path(attachment), thumbnail_path(attachment)):
         path.unlink(missing_ok=True)

@@ -44,6 +44,7 @@ from attachments.services.reuse import (
     reusable_source,
 )
 from attachments.services.scheduling import claim_fairest
+from attachments.thumbnails import thumbnail_make
 from core import metrics
 from core.embeddings import Embedder, EmbeddingError, embedding_model_name, get_embedder
 from core.language import (
@@ -215,7 +216,6 @@ def _reuse(run: _Run) -> bool:
 
 def _thumbnail(attachment: NoteAttachment, source: Path) -> None:
     """Make the source's thumbnail (never fails the run: a missing one is made on request)."""
-    from attachments.thumbnails import thumbnail_make
 
     try:
         thumbnail_make(attachment=attachment, source=source)

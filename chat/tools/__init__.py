@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ValidationError
 
 from chat.events import Event, ToolActivity
+from search.retrieval import Scope
 
 if TYPE_CHECKING:
     from chat.models import Conversation
     from chat.selection import SourceSet
     from core.types import User
     from notes.models import Note, Notebook
-    from search.retrieval import Scope
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,6 @@ class AnswerRequest:
         """What the tools search: the chosen sources when the user chose, else the chat's
         own scope (its one PDF, its note's PDFs, or its notebook's PDFs and notes). Either
         way search filters it by the user in SQL."""
-        from search.retrieval import Scope
 
         if self.selection is not None:
             return Scope(

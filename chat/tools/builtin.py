@@ -8,6 +8,8 @@ from typing import Any
 from django.http import Http404
 from pydantic import BaseModel, Field, field_validator
 
+from attachments.models import DocumentChunk
+from attachments.selectors import searchable_attachments
 from chat.modes import spec
 from chat.tools import AnswerRequest, Tool, ToolResult, register
 from core.textutil import unhyphenated
@@ -143,8 +145,6 @@ def _conversation(context: AnswerRequest, query: str) -> dict[str, Any]:
 def opening_passages(context: AnswerRequest, scope: Scope, limit: int) -> list[Hit]:
     """When search finds nothing in the sources the user chose, their opening passages (each
     chosen PDF's first chunks, in turn) stand in: the answer still uses what was chosen."""
-    from attachments.models import DocumentChunk
-    from attachments.selectors import searchable_attachments
 
     files = searchable_attachments(user=context.user).filter(pk__in=scope.attachment_ids or [])
     if scope.note_id is not None:

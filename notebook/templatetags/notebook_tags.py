@@ -3,7 +3,7 @@ from __future__ import annotations
 from django import template
 from django.utils.safestring import SafeString
 
-from core.markdown import render_markdown
+from core.markdown import plain_text, render_markdown
 
 register = template.Library()
 
@@ -17,6 +17,5 @@ def markdown_filter(source: str) -> SafeString:
 def plain_filter(source: str) -> str:
     """Markdown as a reader sees it, on one line: for snippets
     (`{{ note.body|plain|truncatechars:160 }}`)."""
-    from core.markdown import plain_text
 
     return " ".join(plain_text(source).split())

@@ -291,7 +291,8 @@ def test_an_answerer_gets_one_request_built_before_it_runs_and_cannot_change_it(
     conversation = services.conversation_create(owner=alice, notebook=library["notebook"])
     _, pending = services.message_ask(conversation=conversation, content=QUESTION)
     answer = generate(pending.pk, lambda event, data: None, answerer=Recording())
-    assert answer is not None and answer.status == "complete"
+    assert answer is not None
+    assert answer.status == "complete"
     request, frozen = seen
     assert frozen == "frozen"
     assert request.search_query == QUESTION

@@ -17,6 +17,7 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from attachments import services
 from attachments.models import DocumentChunk, NoteAttachment
+from attachments.services.files import enqueue_reembed
 from core.embeddings import embedding_model_name
 
 
@@ -67,8 +68,6 @@ class Command(BaseCommand):
             if options["dry_run"] or not stale.exists():
                 continue
             if options["queue"]:
-                from attachments.services.files import enqueue_reembed
-
                 enqueue_reembed(pk, group="reindex")
             else:
                 services.attachment_reembed(attachment_id=pk)

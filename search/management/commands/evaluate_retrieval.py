@@ -27,6 +27,7 @@ from core.language import segment_for_search
 from core.rerank import reranker_enabled
 from core.textutil import cjk_ratio
 from notes.models import Note, Notebook
+from notes.services import note_create, notebook_create
 from search.evaluation import Question, aggregate, load_questions, score_ranking
 from search.retrieval import Scope, search
 
@@ -54,7 +55,6 @@ def passwords_from_readme(readme: Path) -> dict[str, str]:
 def eval_workspace(pdf_dir: Path) -> tuple[User, Note]:
     """The evaluation user and the note holding one set's PDFs (one note per directory, so
     different sets never mix; created once, reused)."""
-    from notes.services import note_create, notebook_create
 
     user, created = User.objects.get_or_create(username=EVAL_USER)
     if created:

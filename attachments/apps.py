@@ -17,6 +17,7 @@ def warm_worker(sender: Any = None, **kwargs: Any) -> threading.Thread:
 
     def load() -> None:
         try:
+            # not at import: loading the identifier's model (~0.5 s) is what this warm-up is for
             from core.language import detect_language
 
             detect_language("The language identifier is loaded before the first upload.")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from django.db.models import QuerySet
+from django.db.models import QuerySet, Sum
 from django.shortcuts import get_object_or_404
 
 from attachments.models import DocumentPage, NoteAttachment
@@ -65,7 +65,6 @@ def attachment_pages(*, user: User, attachment_id: int) -> QuerySet[DocumentPage
 
 def uploaded_bytes(user_id: int) -> int:
     """Bytes of the files this user uploaded (their share of the quota, core.quota)."""
-    from django.db.models import Sum
 
     total = NoteAttachment.objects.filter(uploaded_by_id=user_id).aggregate(s=Sum("size"))["s"]
     return int(total or 0)

@@ -198,6 +198,7 @@ def _inspect_structure(uploaded: UploadedFile[bytes], name: str) -> tuple[int | 
     """(page count, encrypted). qpdf (pikepdf) opens the file without decoding content streams;
     a file it cannot open but that has PDF objects is accepted, and the worker's real parse
     reports what is wrong with it (for example a truncated download)."""
+    # pikepdf (qpdf) only when a PDF is uploaded, not at web start-up
     import pikepdf
 
     path = getattr(uploaded, "temporary_file_path", None)
@@ -328,6 +329,7 @@ def validate_image_upload(*, user: User, uploaded: UploadedFile[bytes]) -> Valid
     judged by its content (Pillow opens and verifies it; a `.png` that is a JPEG is fine, one
     that is a PDF or text is not), within the size cap and IMAGE_MAX_PIXELS (a decompression
     bomb is refused from its header, before any pixel is decoded), and the quota."""
+    # Pillow only when an image is uploaded
     from PIL import Image
 
     name = clean_filename(uploaded.name)

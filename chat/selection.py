@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from django.core.exceptions import ValidationError
 from django.http import Http404
+from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 from pydantic import BaseModel, Field
@@ -154,7 +155,6 @@ def folder_sources(notebook_id: int, mode: str) -> list[str]:
 def resolve(*, user: User, chip: Chip) -> Resolved:
     """A chip checked against the user: ValidationError (naming it) when its source is gone,
     not theirs, not ready, or a folder too large to use."""
-    from django.urls import reverse
 
     kind, _sep, number = chip.ref.partition(":")
     pk = int(number)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from chat import services
 from chat.memory import memory_extract
 from chat.models import Message
@@ -16,7 +18,6 @@ def interrupt_abandoned_answers() -> int:
 def extract_memories(message_id: int | str) -> None:
     """After an answer completed: remember what its exchange holds (chat.memory). Gone, or
     not a completed answer: logged, nothing done. Never raises (failures are counted)."""
-    import logging
 
     message = (
         Message.objects.filter(

@@ -21,6 +21,7 @@ from types import ModuleType
 from typing import Literal
 from urllib.parse import urlsplit
 
+import openai
 from django.conf import settings
 
 logger = logging.getLogger(__name__)
@@ -162,7 +163,6 @@ def llm_outage(exc: BaseException) -> bool:
     """Whether a request's error says the server is down or overloaded: no connection, a
     timeout, 429 or 5xx (after the SDK's own retries). Other 4xx say it refused this request
     (an unsupported parameter, which the callers work around), so the server is up."""
-    import openai
 
     if isinstance(exc, openai.APIStatusError):
         return exc.status_code == 429 or exc.status_code >= 500
@@ -172,7 +172,6 @@ def llm_outage(exc: BaseException) -> bool:
 def record_llm(error: BaseException | None) -> None:
     """Tell the "llm" breaker how a request it allowed ended: None for a reply, else its
     error."""
-    import openai
 
     circuit = breaker("llm")
     if error is None or (isinstance(error, openai.APIStatusError) and not llm_outage(error)):

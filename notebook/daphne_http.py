@@ -81,6 +81,7 @@ def install() -> None:
 
 def main() -> None:
     install()
+    # after install(): daphne's CLI imports Twisted's reactor, which install() chooses
     from daphne.cli import CommandLineInterface
 
     CommandLineInterface.entrypoint()

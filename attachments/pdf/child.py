@@ -56,6 +56,7 @@ def _parse_pages(spec: str) -> list[int]:
 
 
 def _open_pdfminer(path: str, password: str) -> Any:
+    # not at import: each child kind loads only its own libraries (pdfminer here, the text child)
     from pdfminer.pdfdocument import PDFDocument
     from pdfminer.pdfparser import PDFParser
 
@@ -102,6 +103,7 @@ def strip_glyph_codes(text: str) -> str:
 
 
 def _line_style(line: Any) -> tuple[float, bool]:
+    # pdfminer: the text child's library, not loaded by the OCR child
     from pdfminer.layout import LTChar
 
     total = 0.0
@@ -122,6 +124,7 @@ def _line_style(line: Any) -> tuple[float, bool]:
 def _largest_image(items: Any) -> int | None:
     """Pixels of the page's largest image as its dictionary declares them (/Width × /Height;
     nothing is decoded), or None without images. A size that is not a number counts as 1."""
+    # pdfminer: the text child's library, not loaded by the OCR child
     from pdfminer.layout import LTFigure, LTImage
 
     largest: int | None = None
@@ -143,6 +146,7 @@ def _text_boxes(layout: Any) -> list[Any]:
     """The page's text boxes. Text drawn inside forms (Form XObjects) counts only on a page
     without text of its own: there it is the page (a page placed whole, as LaTeX's pdfpages
     does); elsewhere it is mostly labels of a chart."""
+    # pdfminer: the text child's library, not loaded by the OCR child
     from pdfminer.layout import LTFigure, LTTextContainer
 
     def in_forms(items: Any) -> Iterator[Any]:
@@ -156,6 +160,7 @@ def _text_boxes(layout: Any) -> list[Any]:
 
 
 def _declared_page_count(doc: Any) -> int:
+    # pdfminer: the text child's library, not loaded by the OCR child
     from pdfminer.pdftypes import resolve1
 
     try:
@@ -168,6 +173,7 @@ def _declared_page_count(doc: Any) -> int:
 def run_text(path: str, password: str, max_pages: int) -> None:
     """Announce the page count, then extract the pages the parent asks for on stdin (one
     number a line, 0 to stop): lines with font size and boldness, for heading detection."""
+    # pdfminer: the text child's library, not loaded by the OCR child
     from pdfminer.converter import PDFPageAggregator
     from pdfminer.layout import LAParams, LTTextLine
     from pdfminer.pdfinterp import PDFPageInterpreter, PDFResourceManager
@@ -233,6 +239,7 @@ def clean_pdfium_text(text: str) -> str:
 def run_fast(path: str, password: str, first: int, step: int) -> None:
     """The first pass: every `step`-th page's plain text from page `first` (1-based), as
     PDFium reads it (no layout, no styles), one record a page after the page count."""
+    # PDFium only in the children that read or render pages
     import pypdfium2 as pdfium
 
     pdf = pdfium.PdfDocument(path, password=password or None)
@@ -281,6 +288,7 @@ def ocr_text(result: Any) -> str:
 
 
 def run_ocr(path: str, password: str, pages: list[int]) -> None:
+    # OCR's libraries (RapidOCR's ONNX models, ~0.9 GB resident) only in the OCR child
     import numpy as np
     import pypdfium2 as pdfium
     from rapidocr import RapidOCR
@@ -304,6 +312,7 @@ def run_ocr(path: str, password: str, pages: list[int]) -> None:
 def _open_image(path: str) -> Any:
     """The image at `path` (its first frame), upright, as RGB or RGBA; refused above the
     pixel cap from its header, before anything is decoded."""
+    # Pillow only in the OCR child
     from PIL import Image, ImageOps
 
     max_pixels = int(os.environ.get("NOTEBOOK_IMAGE_MAX_PIXELS", str(40_000_000)))
@@ -317,6 +326,7 @@ def _open_image(path: str) -> Any:
 
 
 def run_ocr_image(path: str) -> None:
+    # OCR's libraries (RapidOCR's ONNX models, ~0.9 GB resident) only in the OCR child
     import numpy as np
     from PIL import Image
     from rapidocr import RapidOCR
@@ -338,6 +348,7 @@ def run_thumbnail(kind: str, path: str, password: str, out: str) -> None:
     if kind == "image":
         image = _open_image(path)
     else:
+        # PDFium only in the children that read or render pages
         import pypdfium2 as pdfium
 
         pdf = pdfium.PdfDocument(path, password=password or None)
@@ -384,6 +395,7 @@ def _main(argv: list[str]) -> int:
     mode, path = argv[1], argv[2]
     thumbnail = mode.startswith("thumb-")
     pages = _parse_pages(argv[3]) if len(argv) > 3 and not thumbnail else []
+    # pdfminer: the text child's library, not loaded by the OCR child
     from pdfminer.pdfdocument import PDFPasswordIncorrect
 
     if mode == "text":

@@ -264,6 +264,7 @@ def attachment_submit_password(*, attachment: NoteAttachment, password: str) -> 
     run ends. A wrong password counts; after MAX_PASSWORD_ATTEMPTS the file stays locked
     until the user asks to try again.
     """
+    # pikepdf (qpdf) only when a locked PDF is opened, not at web start-up
     import pikepdf
 
     if attachment.status != Status.NEEDS_PASSWORD:

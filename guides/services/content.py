@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from itertools import zip_longest
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import numpy as np
 from django.utils.translation import gettext, gettext_noop
 
 from attachments.models import ChunkVector, DocumentChunk, DocumentPage, NoteAttachment
@@ -27,8 +28,6 @@ from search.boilerplate import boilerplate_chunks, contents_like
 from search.retrieval import Scope, search
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from core.types import User
 
 MAX_VECTORS = 8000  # passages weighed for centrality; a larger set is sampled evenly
@@ -153,7 +152,6 @@ class Vectors(NamedTuple):
 
 
 def vectors(attachment_ids: list[int]) -> Vectors | None:
-    import numpy as np
 
     rows = list(
         ChunkVector.objects.filter(attachment_id__in=attachment_ids, window=0)
@@ -181,7 +179,6 @@ def central_passages(
     content, none of them boilerplate (MMR among the more central half of each file: an outlier
     is not central, however different it is); the TOPIC_POOL × k picked the same way (where key
     phrases are looked for); the files' vectors."""
-    import numpy as np
 
     found = vectors(attachment_ids)
     if found is None:
@@ -258,7 +255,6 @@ def lead(attachment: NoteAttachment, found: Vectors | None, count: int) -> list[
     section on its first pages of running prose (3+ sentences in its first two passages, most
     of their text) that opens with a passage as central as the top quarter of them and not
     boilerplate. [] when none is."""
-    import numpy as np
 
     if found is None:
         return []

@@ -15,15 +15,14 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import numpy as np
 
 from core.embeddings import get_embedder
 from core.language import detect_language
 from core.textutil import cjk_ratio
 from grounding.evidence import sentences, terms
-
-if TYPE_CHECKING:
-    import numpy as np
 
 MMR_LAMBDA = 0.7  # weight of centrality against difference from what was already picked
 PHRASE_LAMBDA = 0.6  # the same for key phrases (KeyBERT's diversity 0.4)
@@ -34,7 +33,6 @@ _WORD = re.compile(r"[^\W_](?:[\w'’.+-]*[^\W_])?")
 
 
 def matrix(vectors: list[Any]) -> np.ndarray:
-    import numpy as np
 
     rows = np.asarray(vectors, dtype=np.float32)
     norms = np.linalg.norm(rows, axis=1, keepdims=True)
@@ -52,7 +50,6 @@ def mmr(
     """Rows picked by maximal marginal relevance: centrality (cosine to `centre`, by default
     the mean row) against the highest similarity to a row already picked. With `groups`
     (the source of each row), no group gets more than its share until the others run out."""
-    import numpy as np
 
     if not len(rows):
         return []
@@ -79,6 +76,7 @@ def mmr(
 
 @cache
 def stop_words(language: str) -> frozenset[str]:
+    # stopwordsiso reads every language's list: only when a guide is written
     import stopwordsiso
 
     codes = [code for code in {"en", language} if code and stopwordsiso.has_lang(code)]
@@ -90,6 +88,7 @@ def _words(sentence: str, chinese: bool) -> list[tuple[int, int]]:
     (with the dots, hyphens and apostrophes inside: "read.table", "e-mail")."""
     if not chinese:
         return [m.span() for m in _WORD.finditer(sentence)]
+    # jieba only for Chinese text (its dictionary loads on first use)
     import jieba
 
     jieba.setLogLevel(60)

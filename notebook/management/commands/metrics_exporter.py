@@ -12,6 +12,9 @@ import time
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
+from prometheus_client import CollectorRegistry, multiprocess, start_http_server
+
+from core.metrics import metrics_dir
 
 
 class Command(BaseCommand):
@@ -22,9 +25,6 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=9464)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from prometheus_client import CollectorRegistry, multiprocess, start_http_server
-
-        from core.metrics import metrics_dir
 
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry, path=str(metrics_dir()))  # type: ignore[no-untyped-call]

@@ -23,13 +23,14 @@ from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext
 
-from attachments.models import DocumentPage, NoteAttachment, SourceProfile
+from attachments.models import DocumentPage, NoteAttachment
 from core import model_budget
 from core.jobs import job_submit
 from core.params import CONTROL_CHARACTERS_REFUSED, holds_control_characters
 from intelligence import extraction
 from intelligence.classifier import TYPES, classify
 from intelligence.llm import llm_classify, llm_extract
+from intelligence.models import SourceProfile
 
 logger = logging.getLogger(__name__)
 Status = SourceProfile.Status

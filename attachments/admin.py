@@ -5,7 +5,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from attachments import services
-from attachments.models import DocumentChunk, DocumentPage, NoteAttachment, SourceProfile
+from attachments.models import DocumentChunk, DocumentPage, NoteAttachment
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
@@ -77,13 +77,3 @@ class DocumentChunkAdmin(ReadOnlyAdmin):
     list_select_related = ("attachment",)
     raw_id_fields = ("attachment",)
     exclude = ("embedding", "search_vector")
-
-
-@admin.register(SourceProfile)
-class SourceProfileAdmin(ReadOnlyAdmin):
-    list_display = ("attachment", "doc_type", "confidence", "better_name", "method", "status")
-    list_filter = ("doc_type", "method", "status", "edited")
-    search_fields = ("better_name", "canonical_text", "attachment__original_name")
-    list_select_related = ("attachment",)
-    raw_id_fields = ("attachment",)
-    exclude = ("embedding",)

@@ -1,21 +1,25 @@
-"""The name a source is shown and downloaded under once it has a profile."""
+"""The name a source is shown and downloaded under once it has a profile.
+
+The profile is intelligence's model (`intelligence.models.SourceProfile`), a layer above this
+one: it is read here through its reverse relation `attachment.profile`, never imported."""
 
 from __future__ import annotations
 
 import re
 from pathlib import PurePosixPath
 
+from django.core.exceptions import ObjectDoesNotExist
 from django.utils.text import slugify
 
-from attachments.models import NoteAttachment, SourceProfile
+from attachments.models import NoteAttachment
 
-# DocType values as they appear in a display name: "FlightTicket-20260312-...".
+# SourceProfile.DocType values as they appear in a display name: "FlightTicket-20260312-...".
 TYPE_LABELS: dict[str, str] = {
-    SourceProfile.DocType.INVOICE: "Invoice",
-    SourceProfile.DocType.RECEIPT: "Receipt",
-    SourceProfile.DocType.FLIGHT_TICKET: "FlightTicket",
-    SourceProfile.DocType.ORDER_CONFIRMATION: "OrderConfirmation",
-    SourceProfile.DocType.OTHER: "Other",
+    "invoice": "Invoice",
+    "receipt": "Receipt",
+    "flight_ticket": "FlightTicket",
+    "order_confirmation": "OrderConfirmation",
+    "other": "Other",
 }
 SLUG_MAX = 48
 # Letters NFKD does not decompose; slugify would drop them ("Bærum" -> "brum").
@@ -30,15 +34,13 @@ def file_extension(attachment: NoteAttachment) -> str:
     return "pdf"
 
 
-def _slug(profile: SourceProfile, stem: str) -> str:
+def _slug(extracted: object, better_name: str, stem: str) -> str:
     """Who the document is from (vendor, merchant) when known, else its better name without
     the type it starts with (the display name says the type already): "acme-consulting-ltd",
     not "invoice-inv-2025-0042-from-acme-consulting-ltd"."""
-    extracted = profile.extracted if isinstance(profile.extracted, dict) else {}
-    subject = next(
-        (str(extracted[key]) for key in ("vendor", "merchant") if extracted.get(key)), ""
-    )
-    slug = slugify(re.sub(r"[\W_]+", " ", (subject or profile.better_name or stem).translate(FOLD)))
+    data = extracted if isinstance(extracted, dict) else {}
+    subject = next((str(data[key]) for key in ("vendor", "merchant") if data.get(key)), "")
+    slug = slugify(re.sub(r"[\W_]+", " ", (subject or better_name or stem).translate(FOLD)))
     for words in ("order-confirmation", "flight-ticket", "invoice", "receipt"):
         if slug.startswith(words + "-") and not subject:
             slug = slug[len(words) + 1 :]
@@ -52,14 +54,14 @@ def display_name(attachment: NoteAttachment) -> str:
     else the upload's; the short id is the first 8 hex digits of the attachment's uuid."""
     try:
         profile = attachment.profile
-    except SourceProfile.DoesNotExist:
+    except ObjectDoesNotExist:  # the relation's RelatedObjectDoesNotExist: it has none
         return attachment.original_name
-    if profile.status != SourceProfile.Status.READY and not profile.edited:
+    if profile.status != profile.Status.READY and not profile.edited:
         return attachment.original_name
     label = TYPE_LABELS.get(profile.doc_type, "Other")
     day = profile.doc_date or (attachment.created_at.date() if attachment.created_at else None)
     date = day.strftime("%Y%m%d") if day else "00000000"
     stem = PurePosixPath(attachment.original_name or "").stem
-    slug = _slug(profile, stem)
+    slug = _slug(profile.extracted, profile.better_name, stem)
     short_id = attachment.uuid.hex[:8]
     return f"{label}-{date}-{slug}-{short_id}.{file_extension(attachment)}"

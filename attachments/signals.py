@@ -13,3 +13,10 @@ source_ready = Signal()
 source_reprocessed = Signal()
 # A source of this notebook was deleted (kwargs: notebook_id).
 source_deleted = Signal()
+# `manage.py reembed` resized the vector columns to `dimensions` (kwargs: cursor, dimensions),
+# in its transaction: the layers above resize theirs with that cursor, in the same transaction.
+vectors_resized = Signal()
+# `manage.py reembed` brings every vector to `model` (kwargs: model, everything: also those from
+# it already); each receiver re-embeds what it keeps, there and then, and returns what it did
+# ("3 source profile(s)"), or "" for nothing.
+reembedding = Signal()

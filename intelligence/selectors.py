@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from attachments.models import NoteAttachment, SourceProfile
+from attachments.models import NoteAttachment
 from attachments.selectors import attachment_get
+from intelligence.models import SourceProfile
 
 if TYPE_CHECKING:
     from core.types import User

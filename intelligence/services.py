@@ -23,7 +23,7 @@ from django.db.models import F, QuerySet
 from django.utils import timezone
 from django.utils.translation import gettext
 
-from attachments.models import DocumentPage, NoteAttachment, SourceProfile
+from attachments.models import DocumentPage, NoteAttachment
 from core import model_budget
 from core.fencing import FencedKind, queue_safely
 from core.jobs import job_submit
@@ -31,6 +31,7 @@ from core.params import CONTROL_CHARACTERS_REFUSED, holds_control_characters
 from intelligence import extraction
 from intelligence.classifier import TYPES, classify
 from intelligence.llm import llm_classify, llm_extract
+from intelligence.models import SourceProfile
 
 logger = logging.getLogger(__name__)
 Status = SourceProfile.Status

@@ -13,10 +13,11 @@ from django.shortcuts import redirect, render
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_http_methods
 
-from attachments.models import NoteAttachment, SourceProfile
+from attachments.models import NoteAttachment
 from attachments.naming import display_name
 from core.types import AuthenticatedHttpRequest
 from intelligence import selectors, services
+from intelligence.models import SourceProfile
 
 
 class ProfileForm(forms.Form):

@@ -1,5 +1,5 @@
 """Document-level search ("documents" mode): one result per source, from the source's profile
-vector (attachments.SourceProfile.embedding: its better name, type and extracted data) fused
+vector (intelligence.models.SourceProfile.embedding: its better name, type and extracted data) fused
 with the best passage score per source, then reranked per candidate by the chat model
 (search.doc_rerank). Every leg is scoped in SQL through the notes selectors (search.retrieval's
 scoped_attachments), never post-filtered. See docs/retrieval.md, "Search in any language".
@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import connection, transaction
 
-from attachments.models import NoteAttachment, SourceProfile
+from attachments.models import NoteAttachment
 from core import metrics, model_budget
+from intelligence.models import SourceProfile
 from search.doc_rerank import (
     CANDIDATE_CHARS,
     Candidate,

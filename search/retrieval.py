@@ -60,7 +60,7 @@ class Scope:
     include_notes: bool = True
     include_documents: bool = True
     note_ids: list[int] | None = None  # the notes searched as passages (chosen sources)
-    # Only documents whose profile has this type (attachments.SourceProfile); notes have none.
+    # Only documents whose profile has this type (intelligence's SourceProfile); notes have none.
     doc_type: str | None = None
 
     @property

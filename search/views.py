@@ -38,7 +38,7 @@ MODES = (
     ("vector", _("Similar meaning")),
     ("documents", _("Whole documents")),
 )
-# The document types of the filter (attachments.SourceProfile.DocType values).
+# The document types of the filter (intelligence.models.SourceProfile.DocType values).
 DOC_TYPES = (
     ("invoice", _("Invoices")),
     ("receipt", _("Receipts")),

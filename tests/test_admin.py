@@ -19,7 +19,8 @@ def admin_client_logged_in() -> Client:
 
 def test_every_model_is_registered_with_list_display_and_search():
     from accounts.models import ApiToken
-    from attachments.models import DocumentChunk, DocumentPage, NoteAttachment, SourceProfile
+    from attachments.models import DocumentChunk, DocumentPage, NoteAttachment
+    from intelligence.models import SourceProfile
     from notes.models import Note, Notebook
 
     models = (Notebook, Note, ApiToken, NoteAttachment, DocumentPage, DocumentChunk, SourceProfile)

@@ -194,8 +194,8 @@ def test_search_never_shows_bobs_canary_document_or_counts(
 
 def profile_of(attachment: NoteAttachment, name: str, extracted: dict[str, str]) -> None:
     """A ready document profile (search in any language) with its canonical text embedded."""
-    from attachments.models import SourceProfile
     from core.embeddings import get_embedder
+    from intelligence.models import SourceProfile
 
     canonical = f"{name}\nreceipt\n{json.dumps(extracted)}"
     (embedding,) = get_embedder().embed([canonical])
@@ -667,7 +667,7 @@ def test_chosen_sources_naming_bobs_carry_nothing_of_his(world, alice_client, al
 
 
 def test_bobs_extracted_data_never_reaches_alice(world, alice_client, alice_api):
-    from attachments.models import SourceProfile
+    from intelligence.models import SourceProfile
     from intelligence.services import profile_build, profile_edit, profile_request
 
     for pdf in (world.pdf, world.bobs_pdf):

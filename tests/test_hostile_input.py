@@ -27,8 +27,8 @@ from django.test import Client
 from django.urls import reverse
 
 from accounts.services import api_token_create
-from attachments.models import SourceProfile
 from chat.models import Conversation, Memory, Message
+from intelligence.models import SourceProfile
 from notes.models import Note
 from notes.services import note_create, notebook_create
 from tests.conftest import upload

@@ -20,7 +20,7 @@ from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
-from attachments.models import SourceProfile
+from intelligence.models import SourceProfile
 from notebook.api import api
 from notebook.asgi import application
 from notebook.routing import websocket_urlpatterns

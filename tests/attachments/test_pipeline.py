@@ -11,8 +11,9 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from attachments import services
-from attachments.models import ChunkVector, DocumentChunk, NoteAttachment, SourceProfile
+from attachments.models import ChunkVector, DocumentChunk, NoteAttachment
 from core.fencing import reap
+from intelligence.models import SourceProfile
 from notes.models import NoteVector
 from tests.conftest import EVAL_PDFS, upload
 from tests.factories import NotebookFactory, NoteFactory

@@ -13,11 +13,12 @@ from django.apps import apps
 from django.utils import timezone
 from django_q.models import Schedule
 
-from attachments.models import NoteAttachment, SourceProfile
+from attachments.models import NoteAttachment
 from core import fencing
 from core.jobs import job_reap
 from core.models import Job
 from guides.models import Guide
+from intelligence.models import SourceProfile
 from tests.conftest import upload
 from tests.factories import NotebookFactory, NoteFactory
 

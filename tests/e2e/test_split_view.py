@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from attachments.models import NoteAttachment, SourceProfile
+from attachments.models import NoteAttachment
+from intelligence.models import SourceProfile
 from notes.models import Note
 from tests.e2e.helpers import login
 from tests.e2e.test_chat import wait_until_ready

@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from attachments.models import NoteAttachment, SourceProfile
+from attachments.models import NoteAttachment
 from core.breakers import reset_all
+from intelligence.models import SourceProfile
 from tests.attachments.test_pipeline import ingest
 from tests.factories import NotebookFactory, NoteFactory
 from tests.fake_chat import Hang, Metadata, Status, fake_chat_server

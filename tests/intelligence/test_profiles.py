@@ -9,12 +9,12 @@ import json
 import pytest
 from django.utils import timezone
 
-from attachments.models import SourceProfile
 from attachments.naming import display_name
 from attachments.services import attachment_reprocess
 from core.breakers import breaker
 from core.llm import forget_servers
 from intelligence import services
+from intelligence.models import SourceProfile
 from intelligence.services import profile_build, profile_request
 from notes.services import note_create, notebook_create
 from tests.attachments.test_pipeline import ingest

@@ -325,8 +325,8 @@ def profile(attachment, doc_type: str, name: str, extracted: dict[str, Any]):
     """A ready profile with its canonical text embedded, as the intelligence task leaves it."""
     import json
 
-    from attachments.models import SourceProfile
     from core.embeddings import get_embedder
+    from intelligence.models import SourceProfile
 
     canonical = f"{name}\n{doc_type}\n{json.dumps(extracted)}"
     (embedding,) = get_embedder().embed([canonical])

@@ -3,7 +3,9 @@
 If EMBEDDING_DIMENSIONS changed, the vector columns (chunks' and notes') are resized: their old
 vectors are dropped and the HNSW indexes rebuilt. Then every ready attachment whose chunks lack
 vectors from the configured model, and every such note, is queued for embedding (or embedded
-right here with --sync).
+right here with --sync). The layers above keep vectors too (intelligence: the profiles'
+document vectors): `attachments.signals.vectors_resized` and `reembedding` tell them to resize
+and re-embed theirs.
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection, transaction
 
-from attachments import services
-from attachments.models import ChunkVector, DocumentChunk, NoteAttachment, SourceProfile
-from core.embeddings import embedding_model_name, get_embedder
+from attachments import services, signals
+from attachments.models import ChunkVector, DocumentChunk, NoteAttachment
+from core.embeddings import embedding_model_name
 from notes.indexing import note_embed, note_enqueue_embedding, notes_needing_embedding
 from notes.models import Note, NoteVector
 
@@ -36,37 +38,6 @@ def column_dimensions(table: str = ChunkVector._meta.db_table) -> int:
         )
         row = cursor.fetchone()
     return int(row[0]) if row else 0
-
-
-def _resize_profiles(cursor: Any, wanted: int) -> None:
-    """Profiles keep their rows (type, name, data): only their document vectors go."""
-    table = SourceProfile._meta.db_table
-    cursor.execute("DROP INDEX IF EXISTS sourceprofile_embedding_hnsw")
-    cursor.execute(f"UPDATE {table} SET embedding = NULL, embedding_model = ''")  # noqa: S608
-    cursor.execute(f"ALTER TABLE {table} ALTER COLUMN embedding TYPE vector({int(wanted)})")
-    cursor.execute(
-        f"CREATE INDEX sourceprofile_embedding_hnsw ON {table} USING hnsw "
-        "(embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)"
-    )
-
-
-def _reembed_profiles(model: str) -> int:
-    """Embed the stored canonical text of profiles lacking a vector from `model` (one short
-    text per source: done here, not queued)."""
-    stale = list(
-        SourceProfile.objects.exclude(embedding_model=model)
-        .exclude(canonical_text="")
-        .only("pk", "canonical_text")
-    )
-    embedder = get_embedder()
-    for start in range(0, len(stale), 64):
-        batch = stale[start : start + 64]
-        vectors = embedder.embed([p.canonical_text for p in batch])
-        for profile, vector in zip(batch, vectors, strict=True):
-            SourceProfile.objects.filter(pk=profile.pk).update(
-                embedding=vector, embedding_model=model
-            )
-    return len(stale)
 
 
 class Command(BaseCommand):
@@ -107,15 +78,16 @@ class Command(BaseCommand):
                         "(embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)"
                     )
                     cursor.execute(f"UPDATE {owner} SET embedding_model = ''")  # noqa: S608
-                _resize_profiles(cursor, wanted)
+                signals.vectors_resized.send(sender=Command, cursor=cursor, dimensions=wanted)
             self.stdout.write(f"Resized vectors from {current} to {wanted} dimensions.")
         if options["all"]:
             DocumentChunk.objects.update(embedding_model="")
             Note.objects.update(embedding_model="")
-            SourceProfile.objects.update(embedding_model="")
-        profiles = _reembed_profiles(model)
-        if profiles:
-            self.stdout.write(f"Re-embedded {profiles} source profile(s) with {model}.")
+        for _, done in signals.reembedding.send(
+            sender=Command, model=model, everything=options["all"]
+        ):
+            if done:
+                self.stdout.write(f"Re-embedded {done} with {model}.")
         for pk in notes_needing_embedding():
             if options["sync"]:
                 note_embed(note_id=pk)

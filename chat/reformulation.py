@@ -295,7 +295,6 @@ def _transcript(context: list[Message]) -> str:
 
 
 def with_model(question: str, context: list[Message]) -> Reformulation | None:
-
     user = (
         f"Earlier messages (oldest first):\n<conversation>\n{_transcript(context)}\n"
         f"</conversation>\n\nLatest question: {question}"

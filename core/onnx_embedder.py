@@ -222,7 +222,6 @@ class OnnxEmbedder:
     EMBEDDING_QUANTIZE)."""
 
     def __init__(self, dimensions: int, *, quantize: bool, model_name: str) -> None:
-
         # the tokenizer only when the embedder is first used
         from tokenizers import Tokenizer
 

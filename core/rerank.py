@@ -206,7 +206,6 @@ def _http_client() -> httpx2.Client:
 
 
 def _http_scores(query: str, passages: list[str], timeout: float) -> list[float]:
-
     body: dict[str, Any] = {
         "query": query,
         "documents": passages,  # Cohere, Jina, vLLM, Infinity, llama.cpp
@@ -282,7 +281,6 @@ _RANKING_FORMAT: ResponseFormatJSONSchema = {
 
 
 def _llm_scores(query: str, passages: list[str], timeout: float) -> list[float]:
-
     from core import metrics  # not at import: settings imports this module
 
     numbered = "\n\n".join(

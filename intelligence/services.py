@@ -25,6 +25,7 @@ from django.utils.translation import gettext
 
 from attachments.models import DocumentPage, NoteAttachment
 from core import model_budget
+from core.embeddings import embedding_model_name, get_embedder
 from core.fencing import FencedKind, queue_safely
 from core.jobs import job_submit
 from core.params import CONTROL_CHARACTERS_REFUSED, holds_control_characters
@@ -161,8 +162,6 @@ def _analyse(text: str, fallback_name: str, *, owner_id: int) -> dict[str, Any]:
 
 
 def _embed(text: str) -> tuple[list[float] | None, str]:
-    from core.embeddings import embedding_model_name, get_embedder
-
     try:
         embedder = get_embedder()
         return embedder.embed([text])[0], embedding_model_name()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.embeddings import get_embedder
 from intelligence.models import SourceProfile
 
 
@@ -23,7 +24,6 @@ def profile_vectors_resize(cursor: Any, dimensions: int) -> None:
 def profiles_reembed(*, model: str, everything: bool = False) -> int:
     """Embed the stored canonical text of profiles lacking a vector from `model` (every
     profile's with `everything`): one short text per source, done here, not queued."""
-    from core.embeddings import get_embedder
 
     if everything:
         SourceProfile.objects.update(embedding_model="")

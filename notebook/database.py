@@ -32,7 +32,6 @@ def database_from_url(url: str) -> dict[str, Any]:
 
 
 def embedded_database(data_dir: Path) -> dict[str, Any]:
-
     params = ensure_server(data_dir)
     return {
         "ENGINE": "django.db.backends.postgresql",

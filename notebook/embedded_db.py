@@ -77,7 +77,6 @@ def ensure_server(data_dir: Path) -> ConnectionParams:
 
 
 def _ensure_database(params: ConnectionParams) -> None:
-
     with psycopg.connect(
         host=params["host"], port=params["port"], user=params["user"], dbname="postgres",
         autocommit=True,

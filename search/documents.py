@@ -13,9 +13,11 @@ import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from django.db import connection, transaction
 
 from attachments.models import NoteAttachment
+from attachments.naming import display_name
 from core import metrics, model_budget
 from intelligence.models import SourceProfile
 from search.doc_rerank import (
@@ -75,8 +77,6 @@ class DocumentHit:
 
     @property
     def display_name(self) -> str:
-        from attachments.naming import display_name
-
         return display_name(self.attachment)
 
 
@@ -133,7 +133,6 @@ def search_documents(
     user-chosen type is `scope.doc_type`, a hard filter). The top `candidates` are reranked by
     the chat model when `rerank` (default: when CHAT_MODEL is set) and the user's model-call
     budget has room for every call that may take (else the fused order stays)."""
-    from django.conf import settings
 
     scope = replace(scope or Scope(), include_notes=False)
     started = time.perf_counter()

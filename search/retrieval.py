@@ -20,8 +20,9 @@ from django.db import DatabaseError, connection, transaction
 from django.utils.translation import gettext_noop
 
 from attachments.models import ChunkVector, DocumentChunk, NoteAttachment
-from core import metrics
-from core.embeddings import warming_up
+from core import metrics, model_budget
+from core import rerank as reranking
+from core.embeddings import EmbeddingError, get_embedder, warming_up
 from core.language import detect_language, segment_for_search
 from core.textutil import cjk_ratio
 from notes.indexing import note_search_text
@@ -381,8 +382,6 @@ def search(
     beside the original's, and fused with them. `budgeted`: the rerank draws on the user's
     model-call budget (the search page and API; the chat agent's searches are under the chat
     rate limit), and the fused order stays when it is spent."""
-    from core import model_budget
-    from core import rerank as reranking
 
     scope = scope or Scope()
     fusion = fusion or cast("Fusion", settings.SEARCH_FUSION)
@@ -545,8 +544,6 @@ def _embedding_pool() -> ThreadPoolExecutor:
 
 
 def _embed_query(text: str) -> tuple[list[float], float]:
-    from core.embeddings import get_embedder
-
     started = time.perf_counter()
     timeout = float(settings.EMBEDDING_QUERY_TIMEOUT)
     (vector_of_query,) = get_embedder().embed([text], timeout=timeout)
@@ -564,7 +561,6 @@ def _query_wait() -> float | None:
 
 def _why(exc: Exception) -> str:
     """What the search page and API say about a vector leg that failed."""
-    from core.embeddings import EmbeddingError
 
     if isinstance(exc, TimeoutError):
         return gettext_noop("the embedding service did not answer in time")

@@ -102,7 +102,6 @@ def unlocked_path(attachment: NoteAttachment) -> Path:
 
 
 def _remove_files(attachment: NoteAttachment) -> None:
-
     for path in (Path(attachment.file.path), unlocked_path(attachment), thumbnail_path(attachment)):
         path.unlink(missing_ok=True)
 

@@ -152,7 +152,6 @@ class Vectors(NamedTuple):
 
 
 def vectors(attachment_ids: list[int]) -> Vectors | None:
-
     rows = list(
         ChunkVector.objects.filter(attachment_id__in=attachment_ids, window=0)
         .exclude(chunk__metadata__has_key="table")

@@ -33,7 +33,6 @@ _WORD = re.compile(r"[^\W_](?:[\w'’.+-]*[^\W_])?")
 
 
 def matrix(vectors: list[Any]) -> np.ndarray:
-
     rows = np.asarray(vectors, dtype=np.float32)
     norms = np.linalg.norm(rows, axis=1, keepdims=True)
     normalised: np.ndarray = rows / np.where(norms == 0, 1.0, norms)

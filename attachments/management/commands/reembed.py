@@ -18,6 +18,7 @@ from django.db import connection, transaction
 
 from attachments import services, signals
 from attachments.models import ChunkVector, DocumentChunk, NoteAttachment
+from attachments.services.files import enqueue_reembed
 from core.embeddings import embedding_model_name
 from notes.indexing import note_embed, note_enqueue_embedding, notes_needing_embedding
 from notes.models import Note, NoteVector
@@ -106,8 +107,6 @@ class Command(BaseCommand):
             if options["sync"]:
                 services.attachment_reembed(attachment_id=pk)
             else:
-                from attachments.services.files import enqueue_reembed
-
                 enqueue_reembed(pk, group="reembed")
         verb = "Re-embedded" if options["sync"] else "Queued for re-embedding:"
         self.stdout.write(self.style.SUCCESS(f"{verb} {len(ids)} attachment(s) with {model}."))

@@ -25,7 +25,6 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=9464)
 
     def handle(self, *args: Any, **options: Any) -> None:
-
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry, path=str(metrics_dir()))  # type: ignore[no-untyped-call]
         server, thread = start_http_server(options["port"], options["host"], registry)

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import bm25s
+import Stemmer
 from django.contrib.auth.models import User
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -212,9 +214,6 @@ class Command(BaseCommand):
     def _reference(
         self, ready: dict[str, NoteAttachment], questions: list[Question]
     ) -> list[tuple[Question, dict[str, float]]]:
-        import bm25s
-        import Stemmer
-
         chunks = list(
             DocumentChunk.objects.filter(attachment__in=ready.values())
             .select_related("attachment")

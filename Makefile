@@ -28,9 +28,14 @@ install-dev: $(VENV)/.dev-installed
 run: install
 	$(PY) manage.py serve
 
-## Run the whole test suite (unit, integration, process and browser tests).
+## Run the whole test suite (unit, integration, process and browser tests) in TEST_PROCESSES
+## pytest processes at once (pytest-xdist): much of it waits on servers, workers and sockets,
+## so two processes keep two cores busy. Whole files go to one process (--dist loadfile: a
+## module's fixtures are made once; each process runs its browser tests after the others).
+## `pytest tests/x.py` alone still runs in one process.
+TEST_PROCESSES ?= 2
 test: install-dev chromium
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_PROCESSES) --dist loadfile
 
 ## The several-machines test (tests/topology, ~2 min; README, "Running on several machines"):
 ## PostgreSQL over TCP, redis-server, nginx, two web processes, two workers, one killed of each.

@@ -11,12 +11,17 @@ from django.test import Client
 
 from accounts.services import api_token_create
 from tests.factories import NotebookFactory, NoteFactory, UserFactory
+from tests.fixtures.documents import EVAL_PDFS, upload
 
-# The shared evaluation PDFs live beside the checkout (../shared/eval/pdfs), as in CI.
-EVAL_PDFS = Path(
-    os.environ.get("NOTEBOOK_EVAL_PDFS")
-    or Path(__file__).resolve().parent.parent.parent / "shared" / "eval" / "pdfs"
-)
+# Fixtures shared between test modules live in tests/fixtures/ (helpers there are imported as
+# plain functions); a test module never imports another test module.
+pytest_plugins = [
+    "tests.fixtures.answers",
+    "tests.fixtures.clock",
+    "tests.fixtures.live",
+    "tests.fixtures.search",
+    "tests.fixtures.sockets",
+]
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -162,18 +167,6 @@ def _closed_breakers():
 def _media_root(settings, tmp_path_factory):
     """Uploaded files go to a fresh directory per test, never to DATA_DIR."""
     settings.MEDIA_ROOT = tmp_path_factory.mktemp("media")
-
-
-def upload(user, note, name: str, data: bytes | None = None):
-    """Attach a PDF from the eval set (or raw bytes) to `note` through the real service."""
-    from django.core.files.uploadedfile import SimpleUploadedFile
-
-    from attachments.services import attachment_upload
-
-    content = data if data is not None else (EVAL_PDFS / name).read_bytes()
-    return attachment_upload(
-        user=user, note=note, uploaded=SimpleUploadedFile(name, content, "application/pdf")
-    )
 
 
 @pytest.fixture

@@ -630,7 +630,7 @@ def main() -> None:
     with fake_chat_server(args.profile, port=args.port) as state:
         state.behaviours.update(args.extra)
         print(f"fake chat model ({args.profile}: {sorted(state.behaviours)}) at {state.url}/v1")
-        while True:
+        while True:  # served (by the server's thread) until Ctrl-C
             time.sleep(3600)
 
 

@@ -60,7 +60,7 @@ def test_admin_is_closed_to_regular_users(alice_client):
 def test_attachment_admin_lists_filters_and_reprocesses(admin_client_logged_in, alice):
     from attachments import services
     from attachments.models import NoteAttachment
-    from tests.conftest import upload
+    from tests.fixtures.documents import upload
 
     note = NoteFactory.create(notebook=NotebookFactory.create(owner=alice))
     attachment = upload(alice, note, "url.pdf")

@@ -27,8 +27,6 @@ from core.breakers import breaker, reset_all
 from core.embeddings import EmbeddingError, get_embedder
 from core.llm import forget_servers, structured_call
 from search.retrieval import search
-from tests.attachments.test_pipeline import ingest
-from tests.conftest import upload
 from tests.factories import NotebookFactory, NoteFactory
 from tests.fake_chat import (
     Answer,
@@ -40,7 +38,8 @@ from tests.fake_chat import (
     fake_chat_server,
 )
 from tests.fake_openai import fake_openai_server
-from tests.search.test_retrieval import make_attachment
+from tests.fixtures.documents import ingest, upload
+from tests.fixtures.search import make_attachment
 
 QUESTION = "What does the url package do?"
 
@@ -260,7 +259,9 @@ def test_refusals_do_not_open_the_embedding_circuit(remote_embeddings):
     assert breaker("embeddings").state == "closed"
 
 
-def test_the_embedding_circuit_closes_when_the_server_is_back(remote_embeddings, settings):
+def test_the_embedding_circuit_closes_when_the_server_is_back(
+    remote_embeddings, settings, breaker_clock
+):
     settings.EMBEDDING_BREAKER_SECONDS = 0.2
     remote_embeddings.always = 503
     embedder = get_embedder()
@@ -270,7 +271,7 @@ def test_the_embedding_circuit_closes_when_the_server_is_back(remote_embeddings,
     remote_embeddings.always = None
     with pytest.raises(EmbeddingError, match="skipped"):
         embedder.embed(["a passage"])
-    time.sleep(0.3)
+    breaker_clock.advance(0.3)
     assert len(embedder.embed(["a passage"])) == 1  # the trial
     assert breaker("embeddings").state == "closed"
 
@@ -530,11 +531,11 @@ def test_refusals_do_not_open_the_chat_model_circuit(chat, conversation):
 
 @pytest.mark.django_db
 def test_the_model_is_tried_again_after_the_cooldown_and_a_success_closes(
-    chat, conversation, settings
+    chat, conversation, settings, breaker_clock
 ):
     settings.LLM_BREAKER_SECONDS = 0.3
     fail_until_open(chat, conversation, Status(503))
-    time.sleep(0.4)
+    breaker_clock.advance(0.4)
     assert model_available()  # half-open: the next question is the trial
     del chat.next_turn  # the server is back
     message = ask(conversation)

@@ -39,10 +39,9 @@ from notes.models import Note
 from notes.services import note_create, notebook_create
 from search.documents import search_documents
 from search.retrieval import Mode, Scope, search
-from tests.attachments.test_pipeline import ingest
-from tests.conftest import upload
 from tests.factories import UserFactory
 from tests.fake_chat import Answer, FakeChat, Metadata, ToolCall, fake_chat_server, sources_in
+from tests.fixtures.documents import ingest, upload
 
 pytestmark = pytest.mark.django_db
 CANARY = "zqxj-canary-plover"

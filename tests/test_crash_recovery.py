@@ -13,6 +13,7 @@ import urllib.error
 import urllib.request
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.db.models import Sum
@@ -21,16 +22,17 @@ from django_q.models import Schedule
 
 from attachments.models import ChunkVector, NoteAttachment, PostingList
 from attachments.services.ingestion import index_statistics
-from tests.attachments.test_worker import wait_for
-from tests.conftest import EVAL_PDFS, upload
 from tests.factories import NotebookFactory, NoteFactory
-from tests.test_processes import (
+from tests.fixtures.documents import EVAL_PDFS, upload
+from tests.fixtures.processes import (
     _free_port,
     _postgres_running,
     _stop_serve,
     _wait_for_line,
     as_from_a_terminal,
+    wait_for,
 )
+from tests.fixtures.waiting import wait_until
 from tests.workers import run_worker
 
 pytestmark = pytest.mark.slow
@@ -205,14 +207,14 @@ def test_web_and_worker_carry_on_after_a_postgres_restart_while_idle(tmp_path):
         )  # fmt: skip
         assert status == 201, body
         attachment_id = json.loads(body)["attachments"][0]["id"]
-        deadline = time.monotonic() + 180
-        while True:
+
+        def settled() -> dict[str, Any] | None:
             status, body = _request(port, f"/api/attachments/{attachment_id}", headers=api)
             assert status == 200, body
             state = json.loads(body)
-            if state["status"] in ("ready", "failed") or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
+            return state if state["status"] in ("ready", "failed") else None
+
+        state = wait_until(settled, 180, interval=0.5)
         assert state["status"] == "ready", state
     finally:
         output = _stop_serve(serve)

@@ -17,8 +17,8 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, path, reverse
 
-from tests.conftest import upload
 from tests.factories import NotebookFactory, NoteFactory
+from tests.fixtures.documents import upload
 
 pytestmark = pytest.mark.django_db
 

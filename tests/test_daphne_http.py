@@ -7,7 +7,6 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from django.conf import settings
 
 from notebook.database import database_url
 from tests.daphne_server import start_daphne
+from tests.fixtures.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
@@ -142,15 +142,16 @@ def test_the_web_process_serve_starts_answers_them(transactional_db):
         stderr=subprocess.PIPE,
     )
     try:
-        deadline = time.monotonic() + 60
-        while True:
+
+        def listening() -> bool:
             assert proc.poll() is None, proc.communicate()[1].decode()[-2000:]
-            assert time.monotonic() < deadline, "daphne did not listen in 60 s"
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
             except OSError:
-                time.sleep(0.2)
+                return False
+            return True
+
+        wait_until(listening, 60, interval=0.2, message="daphne did not listen")
         assert_all_refusals(port)
     finally:
         proc.terminate()

@@ -1,10 +1,7 @@
 from __future__ import annotations
 
-import os
 import re
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import psycopg
@@ -15,6 +12,7 @@ from django.db import connection
 from notebook.database import database_from_url, database_url
 from notebook.embedded_db import ensure_server
 from notebook.env import env_bool, env_choice, env_int, env_list
+from tests.fixtures.processes import _run_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -96,23 +94,6 @@ def test_env_example_documents_every_variable():
     read -= {"DJANGO_SETTINGS_MODULE", "XDG_RUNTIME_DIR"}
     documented = set(re.findall(r"^#?\s*([A-Z_]+)=", (ROOT / ".env.example").read_text(), re.M))
     assert read - documented == set(), "add these to .env.example"
-
-
-def _run_settings(env: dict[str, str], code: str) -> str:
-    full_env = {**os.environ, "DJANGO_SETTINGS_MODULE": "notebook.settings", **env}
-    if "SECRET_KEY" not in env:
-        full_env.pop("SECRET_KEY", None)
-    setup = "import django; django.setup(); from django.conf import settings"
-    result = subprocess.run(
-        [sys.executable, "-c", f"{setup}; {code}"],
-        env=full_env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
-    return result.stdout.strip()
 
 
 @pytest.mark.slow

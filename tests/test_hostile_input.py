@@ -31,7 +31,7 @@ from chat.models import Conversation, Memory, Message
 from intelligence.models import SourceProfile
 from notes.models import Note
 from notes.services import note_create, notebook_create
-from tests.conftest import upload
+from tests.fixtures.documents import upload
 from tests.routes import (
     VERBS,
     accepted_methods,
@@ -287,7 +287,7 @@ OPERATIONS = sorted(api_operations())
 
 
 def _pdf() -> SimpleUploadedFile:
-    from tests.conftest import EVAL_PDFS
+    from tests.fixtures.documents import EVAL_PDFS
 
     return SimpleUploadedFile("mine.pdf", (EVAL_PDFS / "url.pdf").read_bytes(), "application/pdf")
 

@@ -25,7 +25,7 @@ from notebook.api import api
 from notebook.asgi import application
 from notebook.routing import websocket_urlpatterns
 from notes.models import Note, Notebook
-from tests.conftest import EVAL_PDFS
+from tests.fixtures.documents import EVAL_PDFS
 from tests.routes import VERBS, accepted_methods, api_operations, app_patterns
 
 pytestmark = pytest.mark.django_db

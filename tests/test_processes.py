@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
@@ -17,29 +15,16 @@ import redis
 from django.db import connection
 
 from notebook.database import database_url
+from tests.fixtures.processes import (
+    _free_port,
+    _postgres_running,
+    _stop_serve,
+    _wait_for_line,
+    as_from_a_terminal,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait_for_line(proc: subprocess.Popen[str], needle: str, timeout: float) -> list[str]:
-    seen: list[str] = []
-    deadline = time.monotonic() + timeout
-    assert proc.stdout is not None
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line and proc.poll() is not None:
-            break
-        seen.append(line)
-        if needle in line:
-            return seen
-    raise AssertionError(f"{needle!r} not seen in {timeout}s:\n{''.join(seen)}")
 
 
 def _manage(env: dict[str, str], *args: str) -> str:
@@ -62,46 +47,6 @@ def _http_status(port: int, path: str) -> int:
         return int(opener.open(f"http://127.0.0.1:{port}{path}", timeout=10).status)
     except urllib.error.HTTPError as exc:
         return exc.code
-
-
-def as_from_a_terminal() -> None:
-    """Popen's preexec_fn for `serve`, which the tests stop with Ctrl-C (SIGINT): a shell
-    starts background jobs with SIGINT ignored, and the suite run as one (`make test &`)
-    would hand that on to `serve`, which Ctrl-C then never reaches."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def _stop_serve(proc: subprocess.Popen[str]) -> str:
-    """Ctrl-C `serve`; if it still runs 60 s later, fail with what its processes were doing."""
-    proc.send_signal(signal.SIGINT)
-    try:
-        return proc.communicate(timeout=60)[0]
-    except subprocess.TimeoutExpired:
-        pass
-    tree = subprocess.run(["ps", "-eo", "pid,ppid,stat,etime,args", "--forest"],
-                          capture_output=True, text=True).stdout  # fmt: skip
-    locks = Path("/proc/locks").read_text()
-    stacks = ""
-    for p in [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]:
-        with contextlib.suppress(OSError, psutil.Error):
-            wchan = Path(f"/proc/{p.pid}/wchan").read_text()
-            stacks += f"--- {p.pid} {p.cmdline()} wchan={wchan}\n"
-    for p in [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]:
-        with contextlib.suppress(psutil.Error):
-            p.kill()
-    output = proc.communicate(timeout=30)[0] if proc.stdout else ""
-    pytest.fail(
-        f"serve did not stop within 60 s of Ctrl-C.\nenv XDG_RUNTIME_DIR="
-        f"{os.environ.get('XDG_RUNTIME_DIR')}\n{stacks}\n/proc/locks:\n{locks}\n"
-        f"processes:\n{tree}\noutput:\n{output}"
-    )
-
-
-def _postgres_running(pgdata: Path) -> bool:
-    pidfile = pgdata / "postmaster.pid"
-    if not pidfile.exists():
-        return False
-    return psutil.pid_exists(int(pidfile.read_text().split()[0]))
 
 
 def test_serve_runs_web_and_worker_on_a_fresh_data_dir_and_stops_cleanly(tmp_path):

@@ -24,9 +24,9 @@ from chat.models import Conversation, Message
 from core import ratelimit
 from core.ratelimit import RateLimited, rate_limit, user_key
 from notebook.env import env_rate
-from tests.chat.test_consumer import ask_frame, cookies_of, socket
-from tests.conftest import EVAL_PDFS
 from tests.factories import NotebookFactory, NoteFactory
+from tests.fixtures.documents import EVAL_PDFS
+from tests.fixtures.sockets import ask_frame, cookies_of, socket
 
 pytestmark = pytest.mark.django_db
 CHAT_REFUSAL = "You are asking questions too fast (at most 2 an hour). Try again in"

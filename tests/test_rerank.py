@@ -6,7 +6,6 @@ import math
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -141,7 +140,9 @@ def test_slow_server_times_out_and_keeps_the_fused_order(http_reranker, settings
     assert outcome.seconds < 10  # gave up long before the server's 30 s
 
 
-def test_breaker_opens_after_consecutive_failures_then_half_opens(http_reranker, settings):
+def test_breaker_opens_after_consecutive_failures_then_half_opens(
+    http_reranker, settings, breaker_clock
+):
     http_reranker.behaviour = "500"
     settings.RERANKER_BREAKER_SECONDS = 0.2
     for _ in range(3):
@@ -150,14 +151,14 @@ def test_breaker_opens_after_consecutive_failures_then_half_opens(http_reranker,
     assert (skipped.scores, skipped.fallback) == (None, "circuit open")
     assert len(http_reranker.requests) == 3  # the open circuit did not call the server
 
-    time.sleep(0.3)
+    breaker_clock.advance(0.3)
     # Half-open: one trial; it fails, so the circuit opens again at once (no 3 more failures).
     assert rerank(QUERY, PASSAGES).fallback is not None
     assert len(http_reranker.requests) == 4
     assert rerank(QUERY, PASSAGES).fallback == "circuit open"
     assert len(http_reranker.requests) == 4
 
-    time.sleep(0.3)
+    breaker_clock.advance(0.3)
     http_reranker.behaviour = "ok"
     assert rerank(QUERY, PASSAGES).fallback is None  # the trial succeeds: closed again
     assert rerank(QUERY, PASSAGES).fallback is None

@@ -5,6 +5,7 @@ reaches a socket held by another, and login lockouts and rate limits count acros
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http.client
 import json
 import os
@@ -26,9 +27,9 @@ from django.test import Client
 from notebook.channel_layer import PART_BYTES, PostgresChannelLayer
 from notebook.database import database_url
 from notebook.management.commands.serve import balances_connections
-from tests.chat.test_web_crash import QUESTION, Socket, final
-from tests.chat.test_web_crash import conversation as conversation  # the fixture: a note to ask
-from tests.test_processes import as_from_a_terminal
+from tests.fixtures.live import QUESTION, Socket, final
+from tests.fixtures.processes import as_from_a_terminal
+from tests.fixtures.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -96,7 +97,12 @@ class Lines:
 
     def rest(self) -> str:
         """The child's output so far (for a failure's message)."""
-        time.sleep(1)
+        import queue
+
+        deadline = time.monotonic() + 1  # what the child says within a second
+        with contextlib.suppress(queue.Empty):
+            while (left := deadline - time.monotonic()) > 0:
+                self.seen.append(self.queue.get(timeout=left))
         while not self.queue.empty():
             self.seen.append(self.queue.get())
         return "the server's output:\n" + "\n".join(self.seen[-60:])
@@ -148,15 +154,18 @@ def _free_port() -> int:
 
 def _server_pid(web_pids: list[int], port: int, client_port: int) -> int:
     """Which web process holds the server side of the connection from `client_port`."""
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
+
+    def holder() -> int | None:
         for pid in web_pids:
             for conn in psutil.Process(pid).net_connections(kind="tcp"):
                 ends = (conn.laddr.port if conn.laddr else 0, conn.raddr.port if conn.raddr else 0)
                 if ends == (port, client_port):
                     return pid
-        time.sleep(0.1)
-    raise AssertionError(f"no web process holds the connection from port {client_port}")
+        return None
+
+    return wait_until(
+        holder, 10, message=f"no web process holds the connection from port {client_port}"
+    )  # fmt: skip
 
 
 def _one_per_process(open_one, web_pids: list[int], port: int) -> dict[int, object]:

@@ -20,7 +20,7 @@ from accounts.forms import SignupForm
 from accounts.models import Invitation, hash_token
 from accounts.services import invitation_create
 from tests.factories import UserFactory
-from tests.test_database_and_settings import _run_settings
+from tests.fixtures.processes import _run_settings
 
 pytestmark = pytest.mark.django_db
 PASSWORD = "Sturdy-Tulip-4821"

@@ -5,8 +5,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from attachments import services
 from attachments.models import NoteAttachment
-from tests.conftest import EVAL_PDFS, upload
 from tests.factories import NotebookFactory, NoteFactory
+from tests.fixtures.documents import EVAL_PDFS, upload
 
 pytestmark = pytest.mark.django_db
 
@@ -155,7 +155,7 @@ def test_delete_from_the_row(alice_client, alice, note):
 
 
 def test_page_text_view_marks_a_cited_quote(alice_client, alice, note):
-    from tests.attachments.test_pipeline import ingest
+    from tests.fixtures.documents import ingest
 
     attachment = ingest(upload(alice, note, "url.pdf"))
     text = attachment.pages.get(number=4).text

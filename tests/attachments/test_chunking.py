@@ -9,32 +9,8 @@ from attachments.chunking import (
     chunk_pages,
     classify_headings,
 )
-from attachments.pdf.extract import ExtractedPage, Line
-
-BODY = 10.0
-
-
-def page(number: int, blocks: list[tuple[str, float, bool]]) -> ExtractedPage:
-    """A page made of text boxes: (text, font size, bold); lines inside a box split on \\n."""
-    text = ""
-    lines: list[Line] = []
-    for i, (block, size, bold) in enumerate(blocks):
-        if i:
-            text += "\n\n"
-        for j, line in enumerate(block.split("\n")):
-            if j:
-                text += "\n"
-            lines.append(Line(len(text), len(text) + len(line), size, bold))
-            text += line
-    return ExtractedPage(number, text, lines)
-
-
-def para(words: int, seed: str = "word") -> str:
-    sentence = " ".join(f"{seed}{i}" for i in range(12)) + "."
-    out: list[str] = []
-    while sum(len(s) + 1 for s in out) < words * 6:
-        out.append(sentence)
-    return " ".join(out)
+from attachments.pdf.extract import ExtractedPage
+from tests.fixtures.documents import BODY, page, para
 
 
 def test_chunks_stay_within_target_sizes_and_offsets_point_into_the_page():

@@ -17,8 +17,8 @@ from attachments.pdf import extract
 from attachments.pdf.extract import PdfError
 from attachments.services import ingestion
 from search.retrieval import Scope, search
-from tests.conftest import upload
 from tests.factories import NotebookFactory, NoteFactory
+from tests.fixtures.documents import upload
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 

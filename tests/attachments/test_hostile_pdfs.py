@@ -4,7 +4,6 @@ another user's file is read normally. The files are built here, small on disk.""
 
 from __future__ import annotations
 
-import time
 import zlib
 
 import pytest
@@ -17,45 +16,16 @@ from attachments.models import NoteAttachment
 from core.fencing import reap
 from core.jobs import TICKET
 from core.models import Job
-from tests.conftest import upload
 from tests.factories import NotebookFactory, NoteFactory
+from tests.fixtures.documents import CATALOG, one_page, pdf, stream, upload
+from tests.fixtures.waiting import wait_until
 from tests.workers import run_worker
 
 # --- A minimal PDF writer: objects numbered from 1 (1 is the catalog, 2 the root /Pages).
 
 INGEST = "attachments.tasks.ingest_attachment"
-CATALOG = b"<< /Type /Catalog /Pages 2 0 R >>"
 FONT = b"<< /Font << /F1 << /Type /Font /Subtype /Type1 /BaseFont /Helvetica >> >> >>"
 FORM = b"/Type /XObject /Subtype /Form /BBox [0 0 612 792]"
-
-
-def pdf(*objects: bytes) -> bytes:
-    out = bytearray(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n")
-    offsets = []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
-        len(objects) + 1,
-        xref,
-    )
-    return bytes(out)
-
-
-def stream(data: bytes, entries: bytes = b"") -> bytes:
-    return b"<< /Length %d %s >>\nstream\n%s\nendstream" % (len(data), entries, data)
-
-
-def one_page(contents: int, resources: bytes) -> list[bytes]:
-    return [
-        CATALOG,
-        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents %d 0 R "
-        b"/Resources %s >>" % (contents, resources),
-    ]
 
 
 def text(words: str) -> bytes:
@@ -160,26 +130,24 @@ FAILURES = {
 
 
 def wait_until_settled(attachments: list[NoteAttachment], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
     pks = [a.pk for a in attachments]
     active = (NoteAttachment.Status.PENDING, NoteAttachment.Status.PROCESSING)
-    while NoteAttachment.objects.filter(pk__in=pks, status__in=active).exists():
-        if time.monotonic() > deadline:
-            states = NoteAttachment.objects.filter(pk__in=pks).values_list(
-                "original_name", "status", "stage"
-            )
-            raise AssertionError(f"not settled after {timeout} s: {list(states)}")
-        time.sleep(0.2)
+    wait_until(
+        lambda: not NoteAttachment.objects.filter(pk__in=pks, status__in=active).exists(),
+        timeout, interval=0.2,
+        message=lambda: "not settled: " + str(list(NoteAttachment.objects.filter(
+            pk__in=pks).values_list("original_name", "status", "stage"))),
+    )  # fmt: skip
     for attachment in attachments:
         attachment.refresh_from_db()
 
 
 def wait_for_empty_queue(timeout: float = 15) -> None:
     """The monitor acknowledges a task (deletes its queue row) just after saving its result."""
-    deadline = time.monotonic() + timeout
-    while OrmQ.objects.exists():
-        assert time.monotonic() < deadline, "tasks are still queued (would be delivered again)"
-        time.sleep(0.2)
+    wait_until(
+        lambda: not OrmQ.objects.exists(), timeout, interval=0.2,
+        message="tasks are still queued (would be delivered again)",
+    )  # fmt: skip
 
 
 @pytest.fixture

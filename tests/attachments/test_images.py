@@ -13,7 +13,7 @@ import pytest
 from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image
 
 from attachments.models import DocumentPage, NoteAttachment
 from attachments.services import AddedSource, attachment_delete, source_add
@@ -23,26 +23,10 @@ from chat.agent import generate
 from chat.rendering import sources
 from notes.models import Note
 from search.retrieval import Scope, search
-from tests.attachments.test_pipeline import ingest
-from tests.conftest import EVAL_PDFS, upload
 from tests.factories import NotebookFactory, NoteFactory
+from tests.fixtures.documents import EVAL_PDFS, ingest, text_image, upload
 
 pytestmark = pytest.mark.django_db
-
-FONT = Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
-LINES = ["Heron Millpond Survey", "The heron waited by the millpond", "until dusk on Tuesday."]
-
-
-def text_image(fmt: str = "PNG", lines: list[str] = LINES, size=(1000, 360)) -> bytes:
-    """An image with dark text on white, large enough for OCR, in `fmt` (Pillow)."""
-    image = Image.new("RGB", size, "white")
-    draw = ImageDraw.Draw(image)
-    font = ImageFont.truetype(str(FONT), 44)
-    for i, line in enumerate(lines):
-        draw.text((30, 30 + 100 * i), line, fill="black", font=font)
-    out = io.BytesIO()
-    image.save(out, format=fmt)
-    return out.getvalue()
 
 
 def _stored_files() -> list[Path]:

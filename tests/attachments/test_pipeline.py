@@ -15,9 +15,9 @@ from attachments.models import ChunkVector, DocumentChunk, NoteAttachment
 from core.fencing import reap
 from intelligence.models import SourceProfile
 from notes.models import NoteVector
-from tests.conftest import EVAL_PDFS, upload
 from tests.factories import NotebookFactory, NoteFactory
 from tests.fake_openai import fake_openai_server
+from tests.fixtures.documents import EVAL_PDFS, assert_consistent, ingest, upload
 
 pytestmark = pytest.mark.django_db
 
@@ -25,12 +25,6 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def note(alice):
     return NoteFactory.create(notebook=NotebookFactory.create(owner=alice))
-
-
-def ingest(attachment: NoteAttachment) -> NoteAttachment:
-    services.attachment_ingest(attachment_id=attachment.pk)
-    attachment.refresh_from_db()
-    return attachment
 
 
 def keyword_hits(attachment: NoteAttachment, query: str) -> list[int]:
@@ -41,26 +35,6 @@ def keyword_hits(attachment: NoteAttachment, query: str) -> list[int]:
             [attachment.pk, attachment.search_config, query],
         )
         return [row[0] for row in cursor.fetchall()]
-
-
-def assert_consistent(attachment: NoteAttachment) -> None:
-    """Exactly one set of chunks, each pointing into its page's text and holding none of its
-    running heads and footers, all embedded (every window once)."""
-    pages = {p.number: p.text for p in attachment.pages.all()}
-    running = {p.number: p.running for p in attachment.pages.all()}
-    assert sorted(pages) == list(range(1, (attachment.page_count or 0) + 1))
-    chunks = list(attachment.chunks.order_by("index"))
-    assert [c.index for c in chunks] == list(range(len(chunks)))
-    for chunk in chunks:
-        assert pages[chunk.page_number][chunk.start_char : chunk.end_char] == chunk.content
-        for start, end in running[chunk.page_number]:
-            assert end <= chunk.start_char or chunk.end_char <= start
-        windows = list(chunk.vectors.order_by("window"))
-        assert windows
-        assert [v.window for v in windows] == list(range(len(windows)))
-        assert all(len(v.embedding) == 384 for v in windows)
-        assert chunk.embedding_model == "all-MiniLM-L6-v2"
-        assert chunk.search_vector
 
 
 # name → (pages, language, search config, OCR pages, a keyword query, a page it is on)

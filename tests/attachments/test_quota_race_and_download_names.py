@@ -18,8 +18,8 @@ from django.db.models import Sum
 from attachments.models import NoteAttachment
 from attachments.services import attachment_upload
 from attachments.validation import MB, download_name
-from tests.conftest import EVAL_PDFS, upload
 from tests.factories import NotebookFactory, NoteFactory
+from tests.fixtures.documents import EVAL_PDFS, upload
 
 UPLOADS = 5
 

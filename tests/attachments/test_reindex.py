@@ -11,10 +11,16 @@ from django.core.management import call_command
 
 from attachments import services
 from attachments.models import NoteAttachment
-from tests.attachments.test_hostile_pdfs import one_page, pdf, stream
-from tests.attachments.test_pipeline import assert_consistent, ingest
-from tests.conftest import EVAL_PDFS, upload
 from tests.factories import NotebookFactory, NoteFactory
+from tests.fixtures.documents import (
+    EVAL_PDFS,
+    assert_consistent,
+    ingest,
+    one_page,
+    pdf,
+    stream,
+    upload,
+)
 
 pytestmark = pytest.mark.django_db
 

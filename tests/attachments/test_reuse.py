@@ -13,9 +13,8 @@ from attachments.services.reuse import copy_ingested, reusable_source
 from guides.models import Guide
 from notes.services import note_delete, note_trash
 from search.retrieval import Hit, Scope, search
-from tests.attachments.test_pipeline import assert_consistent
-from tests.conftest import EVAL_PDFS, upload
 from tests.factories import NotebookFactory, NoteFactory
+from tests.fixtures.documents import EVAL_PDFS, assert_consistent, upload
 
 pytestmark = pytest.mark.django_db
 

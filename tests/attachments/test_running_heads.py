@@ -9,8 +9,7 @@ import re
 from attachments.chunking import Chunk, chunk_pages, classify_headings
 from attachments.pdf.extract import ExtractedPage, extract_text
 from attachments.pdf.layout import find_boilerplate, segments
-from tests.attachments.test_chunking import BODY, page, para
-from tests.conftest import EVAL_PDFS
+from tests.fixtures.documents import BODY, EVAL_PDFS, page, para
 
 HEAD_LINE = re.compile(r"^(Chapter \d+|Appendix [A-Z]|Kapitel \d+|Anhang [A-Z]): ", re.MULTILINE)
 

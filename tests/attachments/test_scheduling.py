@@ -3,7 +3,6 @@ one user's batch, and files waiting out a retry's backoff wait."""
 
 from __future__ import annotations
 
-import time
 from datetime import timedelta
 
 import pytest
@@ -11,8 +10,9 @@ from django.utils import timezone
 
 from attachments.models import NoteAttachment
 from attachments.services.scheduling import claim_fairest
-from tests.conftest import upload
 from tests.factories import NotebookFactory, NoteFactory, UserFactory
+from tests.fixtures.documents import upload
+from tests.fixtures.waiting import wait_until
 from tests.workers import run_worker
 
 pytestmark = pytest.mark.django_db
@@ -88,12 +88,12 @@ def test_a_real_worker_does_not_make_one_user_wait_behind_anothers_batch(alice, 
                   "url.pdf")  # fmt: skip
     everything = [*alices, bobs]
     with run_worker():
-        deadline = time.monotonic() + 180
-        while NoteAttachment.objects.filter(pk__in=[a.pk for a in everything]).exclude(
-            status=Status.READY
-        ):
-            assert time.monotonic() < deadline, status_of(*everything)
-            time.sleep(0.2)
+        wait_until(
+            lambda: not NoteAttachment.objects.filter(pk__in=[a.pk for a in everything])
+            .exclude(status=Status.READY)
+            .exists(),
+            180, interval=0.2, message=lambda: str(status_of(*everything)),
+        )  # fmt: skip
     order = list(
         NoteAttachment.objects.filter(pk__in=[a.pk for a in everything])
         .order_by("ready_at")

@@ -13,8 +13,8 @@ from attachments.models import NoteAttachment
 from attachments.validation import normalise_text, text_sha256, upload_accept
 from notes.models import Note
 from search.retrieval import Scope, search
-from tests.conftest import EVAL_PDFS
 from tests.factories import NotebookFactory, NoteFactory
+from tests.fixtures.documents import EVAL_PDFS
 
 pytestmark = pytest.mark.django_db
 

@@ -11,8 +11,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from attachments.models import NoteAttachment
 from attachments.validation import clean_filename
-from tests.conftest import EVAL_PDFS, upload
 from tests.factories import NotebookFactory, NoteFactory
+from tests.fixtures.documents import EVAL_PDFS, upload
 
 pytestmark = pytest.mark.django_db
 

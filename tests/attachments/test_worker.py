@@ -2,28 +2,19 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
+from django.utils import timezone
 
 from attachments import services
 from attachments.models import ChunkVector, NoteAttachment
 from core.fencing import reap
-from tests.conftest import upload
 from tests.factories import NotebookFactory, NoteFactory
+from tests.fixtures.documents import upload
+from tests.fixtures.processes import wait_for
+from tests.fixtures.waiting import wait_until
 from tests.workers import run_worker
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-
-
-def wait_for(attachment: NoteAttachment, predicate, timeout: float = 180) -> NoteAttachment:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        attachment.refresh_from_db()
-        if predicate(attachment):
-            return attachment
-        time.sleep(0.2)
-    raise AssertionError(f"timed out; last state {attachment.status}/{attachment.stage}")
 
 
 @pytest.fixture
@@ -59,7 +50,8 @@ def test_killed_worker_run_is_reaped_and_finishes_with_one_set_of_chunks(alice, 
     assert first_run_chunks > 0
 
     settings.INGEST_STALE_SECONDS = 0  # the reaper's periodic run, without waiting for it
-    time.sleep(0.1)
+    # ("stale" is a heartbeat older than now: the clock must have moved past the last one)
+    wait_until(lambda: timezone.now() > attachment.heartbeat_at, 5)
     assert reap(services.INGESTION) == 1
     attachment.refresh_from_db()
     assert attachment.status == "pending"
@@ -84,11 +76,13 @@ def test_worker_processes_run_at_worker_nice():
 
     with run_worker(WORKER_NICE="7") as worker:
         cluster = psutil.Process(worker.proc.pid)
-        deadline = time.monotonic() + 60
-        niced: list[psutil.Process] = []
-        while time.monotonic() < deadline and not niced:
+
+        def niced() -> list[psutil.Process]:
             worker.check_alive()
-            niced = [p for p in cluster.children(recursive=True) if p.nice() == 7]
-            time.sleep(0.2)
-        assert niced, [(p.pid, p.name(), p.nice()) for p in cluster.children(recursive=True)]
+            return [p for p in cluster.children(recursive=True) if p.nice() == 7]
+
+        wait_until(
+            niced, 60, interval=0.2,
+            message=lambda: str([(p.pid, p.name(), p.nice()) for p in cluster.children(True)]),
+        )  # fmt: skip
         assert cluster.nice() == 0

@@ -21,9 +21,8 @@ from chat.tools import AnswerRequest, tools_for
 from grounding.citations import quotable, verify
 from grounding.evidence import sentences
 from notes.services import note_create
-from tests.attachments.test_pipeline import ingest
-from tests.conftest import EVAL_PDFS, upload
 from tests.factories import NotebookFactory
+from tests.fixtures.documents import EVAL_PDFS, ingest, upload
 
 pytestmark = pytest.mark.django_db
 CANARY = "zqxjcanary"

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -19,10 +18,10 @@ from accounts.services import api_token_create
 from chat import services
 from chat.models import Conversation, Message
 from notes.services import note_create
-from tests.attachments.test_pipeline import ingest
-from tests.conftest import upload
 from tests.factories import NotebookFactory
 from tests.fake_chat import Answer, Status, fake_chat_server
+from tests.fixtures.documents import ingest, upload
+from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 QUESTION = "Why does the url package refuse to break a line between two consecutive colons?"
@@ -93,13 +92,15 @@ def status_of(message_id: int) -> str:
 
 
 def wait_until_finished(message_id: int, seconds: float = 60) -> Message:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    def finished() -> Message | None:
         message = Message.objects.get(pk=message_id)
-        if message.status in (Message.Status.COMPLETE, Message.Status.ERROR):
-            return message
-        time.sleep(0.05)
-    raise AssertionError(f"message {message_id} is still {message.status}")
+        done = message.status in (Message.Status.COMPLETE, Message.Status.ERROR)
+        return message if done else None
+
+    return wait_until(
+        finished, seconds, interval=0.05,
+        message=lambda: f"message {message_id} is still {status_of(message_id)}",
+    )  # fmt: skip
 
 
 # --- conversations ----------------------------------------------------------------------------

@@ -19,8 +19,6 @@ from chat.saving import answer_markdown, answer_save_to_note
 from chat.services import conversation_create, message_ask
 from core.llm import forget_servers
 from grounding.citations import MARKER
-from tests.attachments.test_pipeline import ingest
-from tests.conftest import upload
 from tests.factories import NotebookFactory, NoteFactory
 from tests.fake_chat import (
     EMBELLISH,
@@ -31,6 +29,7 @@ from tests.fake_chat import (
     sources_in,
 )
 from tests.fake_openai import fake_openai_server
+from tests.fixtures.documents import ingest, upload
 
 QUESTION = "What does the url package do?"
 

@@ -34,11 +34,10 @@ from chat.services import conversation_create, message_ask
 from chat.tools import AnswerRequest
 from core.llm import forget_servers
 from core.models import Job
-from tests.attachments.test_pipeline import ingest
-from tests.conftest import upload
 from tests.factories import NotebookFactory, NoteFactory
 from tests.fake_chat import Hang, Metadata, Refusal, Status, fake_chat_server
 from tests.fake_openai import fake_openai_server
+from tests.fixtures.documents import ingest, upload
 
 pytestmark = pytest.mark.django_db
 
@@ -278,7 +277,7 @@ def test_two_compactions_at_once_summarise_each_message_once(conversation, monke
     def slow(batch: list[Message]) -> tuple[str, str]:
         import time
 
-        time.sleep(0.2)  # the other one arrives while this one is summarising
+        time.sleep(0.2)  # a slow fake model: the other one arrives while this one is summarising
         return summarise(batch)
 
     monkeypatch.setattr(compaction, "summarise", slow)

@@ -6,40 +6,35 @@ from __future__ import annotations
 
 import html
 import json
-import re
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
-from channels.testing import WebsocketCommunicator
 from django.conf import settings
-from django.test import Client
 
 from chat import agent, runner, services
 from chat.extractive import ExtractiveAnswerer
 from chat.models import Conversation, Message
-from notebook.asgi import application
 from notes.services import note_create
-from tests.attachments.test_pipeline import ingest
-from tests.conftest import upload
 from tests.factories import NotebookFactory
+from tests.fixtures.sockets import (
+    QUESTION,
+    TIMEOUT,
+    answer_id_in,
+    ask_frame,
+    cookies_of,
+    final,
+    frames_until,
+    run,
+    socket,
+    tokens_in,
+)
+from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
-QUESTION = "Why does the url package refuse to break a line between two consecutive colons?"
-TIMEOUT = 30  # seconds for any one frame
-
-
-@pytest.fixture
-def library(alice):
-    notebook = NotebookFactory.create(owner=alice, title="TeX")
-    note = note_create(notebook=notebook, author=alice, title="URLs in LaTeX")
-    attachment = ingest(upload(alice, note, "url.pdf"))
-    assert attachment.status == "ready"
-    return {"notebook": notebook, "note": note}
 
 
 @pytest.fixture
@@ -58,70 +53,16 @@ def bare(alice) -> Conversation:
     return services.conversation_create(owner=alice, notebook=notebook, note=note)
 
 
-def cookies_of(user) -> bytes:
-    client = Client()
-    client.force_login(user)
-    client.get("/")  # sets the CSRF cookie too
-    return "; ".join(f"{k}={v.value}" for k, v in client.cookies.items()).encode()
-
-
-def socket(conversation_id: int, cookie: bytes = b"", origin: bytes = b"http://localhost"):
-    headers = [(b"origin", origin), (b"host", b"localhost")]
-    if cookie:
-        headers.append((b"cookie", cookie))
-    return WebsocketCommunicator(application, f"/ws/chat/{conversation_id}/", headers=headers)
-
-
-def run(go: Callable[[], Awaitable[Any]]) -> Any:
-    return async_to_sync(go)()
-
-
-def ask_frame(content: str) -> str:
-    """What htmx's ws extension sends for the ask form (values plus HEADERS)."""
-    return json.dumps(
-        {"csrfmiddlewaretoken": "x", "action": "ask", "content": content,
-         "HEADERS": {"HX-Request": "true", "HX-Trigger": "ask-form", "X-CSRFToken": "x"}}
-    )  # fmt: skip
-
-
-async def frames_until(
-    communicator: WebsocketCommunicator, done: Callable[[str], bool], limit: int = 2000
-) -> list[str]:
-    frames: list[str] = []
-    for _ in range(limit):
-        frame = await communicator.receive_from(timeout=TIMEOUT)
-        frames.append(frame)
-        if done(frame):
-            return frames
-    raise AssertionError(f"no final frame in {limit}: {frames[-3:]}")
-
-
-def final(message_id: int) -> Callable[[str], bool]:
-    def is_final(frame: str) -> bool:
-        return f'<article id="message-{message_id}"' in frame and "data-poll" not in frame
-
-    return is_final
-
-
-def tokens_in(frames: list[str], message_id: int) -> str:
-    pattern = rf'<span id="message-{message_id}-text" hx-swap-oob="beforeend">(.*?)</span>'
-    return "".join(html.unescape(m) for f in frames for m in re.findall(pattern, f, flags=re.S))
-
-
-def answer_id_in(frame: str) -> int:
-    ids = re.findall(r'<article id="message-(\d+)"', frame)
-    assert len(ids) == 2, frame
-    return int(ids[1])
-
-
 def wait_until_finished(message_id: int, seconds: float = 60) -> Message:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    def finished() -> Message | None:
         message = Message.objects.get(pk=message_id)
-        if message.status in (Message.Status.COMPLETE, Message.Status.ERROR):
-            return message
-        time.sleep(0.05)
-    raise AssertionError(f"message {message_id} is still {message.status}")
+        done = message.status in (Message.Status.COMPLETE, Message.Status.ERROR)
+        return message if done else None
+
+    return wait_until(
+        finished, seconds, interval=0.05,
+        message=lambda: f"message {message_id}: {Message.objects.get(pk=message_id).status}",
+    )  # fmt: skip
 
 
 class Gated:
@@ -142,7 +83,9 @@ class Gated:
             if type(event).__name__ == "Token":
                 tokens += 1
                 if tokens == self.after_tokens:
-                    time.sleep(agent.SAVE_EVERY + 0.1)  # this token's arrival saves the text
+                    time.sleep(
+                        agent.SAVE_EVERY + 0.1
+                    )  # the fake's pace: this token's arrival saves
                 if tokens == self.after_tokens + 1:
                     self.paused.set()
                     assert self.go.wait(60)

@@ -22,7 +22,17 @@ from chat.models import Conversation, Message
 from chat.rendering import answer_html, sources
 from core.markdown import ALLOWED_TAGS
 from notes.services import note_create
-from tests.chat.test_consumer import (
+from tests.factories import NotebookFactory
+from tests.fake_chat import Answer, Metadata, ToolCall, fake_chat_server
+from tests.fixtures.markdown import (
+    CHIP_TAGS,
+    FORBIDDEN_ATTRIBUTES,
+    HOSTILE_SAMPLES,
+    assert_inert,
+    elements,
+    safe_href,
+)
+from tests.fixtures.sockets import (
     ask_frame,
     cookies_of,
     final,
@@ -30,16 +40,6 @@ from tests.chat.test_consumer import (
     run,
     socket,
     tokens_in,
-)
-from tests.factories import NotebookFactory
-from tests.fake_chat import Answer, Metadata, ToolCall, fake_chat_server
-from tests.test_markdown import (
-    CHIP_TAGS,
-    FORBIDDEN_ATTRIBUTES,
-    HOSTILE_SAMPLES,
-    assert_inert,
-    elements,
-    safe_href,
 )
 
 pytestmark = pytest.mark.django_db

@@ -20,8 +20,6 @@ from chat.services import conversation_create, message_ask, message_retry
 from core.breakers import breaker
 from core.llm import forget_servers, parse_json_object, traits
 from core.textutil import estimate_tokens
-from tests.attachments.test_pipeline import ingest
-from tests.conftest import upload
 from tests.factories import NotebookFactory, NoteFactory
 from tests.fake_chat import (
     Answer,
@@ -36,6 +34,7 @@ from tests.fake_chat import (
     sources_in,
 )
 from tests.fake_openai import fake_openai_server
+from tests.fixtures.documents import ingest, upload
 
 QUESTION = "What does the url package do?"
 

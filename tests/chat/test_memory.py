@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from datetime import timedelta
 from typing import Any
 
@@ -35,6 +34,7 @@ from core.models import Job
 from tests.factories import NotebookFactory
 from tests.fake_chat import Hang, Metadata, Refusal, Status, fake_chat_server
 from tests.fake_openai import fake_openai_server, fake_vector
+from tests.fixtures.waiting import wait_until
 from tests.workers import run_worker
 
 pytestmark = pytest.mark.django_db
@@ -403,11 +403,12 @@ def test_a_real_worker_extracts_memories_after_the_answer(alice, embeddings, set
             answer = exchange(alice, notebook)
             schedule_memory_extraction(answer)
         with run_worker(**env) as worker:
-            deadline = time.monotonic() + 120
-            while not Memory.objects.filter(owner=alice, notebook=notebook).exists():
+
+            def extracted() -> bool:
                 worker.check_alive()
-                assert time.monotonic() < deadline, "the worker never extracted memories"
-                time.sleep(0.2)
+                return Memory.objects.filter(owner=alice, notebook=notebook).exists()
+
+            wait_until(extracted, 120, interval=0.2, message="the worker never extracted memories")
     saved = Memory.objects.get(owner=alice, notebook=notebook)
     assert (saved.kind, saved.text, saved.importance) == ("fact", found["text"], 0.9)
     assert saved.source_message_id == answer.pk

@@ -12,8 +12,6 @@ from django.utils import translation
 
 from attachments.models import DocumentChunk, DocumentPage, NoteAttachment
 from chat import services
-from chat.agent import generate
-from chat.models import Message
 from chat.passages import (
     CODE,
     DEBRIS,
@@ -32,48 +30,10 @@ from core.markdown import plain_text, render_markdown
 from grounding.citations import renumber
 from grounding.evidence import Candidate, Evidence, salient_terms, weigh
 from notes.services import note_create
-from tests.attachments.test_pipeline import ingest
-from tests.conftest import upload
 from tests.factories import NotebookFactory
+from tests.fixtures.answers import QUESTION, answer, ask_notes
 
 pytestmark = pytest.mark.django_db
-QUESTION = "Why does the url package refuse to break a line between two consecutive colons?"
-
-
-@pytest.fixture
-def url_note(alice):
-    notebook = NotebookFactory.create(owner=alice, title="TeX")
-    note = note_create(notebook=notebook, author=alice, title="URLs")
-    attachment = ingest(upload(alice, note, "url.pdf"))
-    assert attachment.status == "ready"
-    return note
-
-
-def answer(note, question: str, *, mode: str = "", notebook_chat: bool = False) -> Message:
-    conversation = services.conversation_create(
-        owner=note.notebook.owner, notebook=note.notebook, note=None if notebook_chat else note
-    )
-    _, pending = services.message_ask(conversation=conversation, content=question, mode=mode)
-    done = generate(pending.pk, lambda event, data: None)
-    assert done is not None
-    return done
-
-
-def ask_notes(user, notes: list[tuple[str, str]], question: str) -> Message:
-    """Ask `question` in a notebook chat whose only sources are these (title, body) notes."""
-    notebook = NotebookFactory.create(owner=user, title="Notes")
-    for title, body in notes:
-        note_create(notebook=notebook, author=user, title=title, body=body)
-    conversation = services.conversation_create(owner=user, notebook=notebook)
-    _, pending = services.message_ask(conversation=conversation, content=question)
-    done = generate(pending.pk, lambda event, data: None)
-    assert done is not None
-    return done
-
-
-def ask_a_note(user, title: str, body: str, question: str) -> Message:
-    """Ask `question` in a notebook chat whose only source is one note."""
-    return ask_notes(user, [(title, body)], question)
 
 
 def page_passage(user, text: str, *, running: list[list[int]] | None = None) -> dict[str, object]:

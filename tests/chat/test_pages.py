@@ -5,8 +5,6 @@ the streaming state), the plain-form fallbacks, and another user's ids."""
 from __future__ import annotations
 
 import re
-import time
-from typing import Any
 
 import pytest
 from django.conf import settings
@@ -16,6 +14,8 @@ from chat import services
 from chat.models import Conversation, Message
 from notes.services import note_create
 from tests.factories import NotebookFactory, NoteFactory
+from tests.fixtures.answers import answered, citation, html_of
+from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.django_db
 QUESTION = "Why does the url package refuse to break a line between two consecutive colons?"
@@ -36,32 +36,6 @@ def note(alice, notebook):
 @pytest.fixture
 def conversation(alice, notebook, note) -> Conversation:
     return services.conversation_create(owner=alice, notebook=notebook, note=note)
-
-
-def answered(conversation: Conversation, content: str, **fields: object) -> Message:
-    """A question and its saved answer, as the agent would have left them."""
-    question = Message.objects.create(
-        conversation=conversation, role=Message.Role.USER, content="What about colons?"
-    )
-    defaults: dict[str, object] = {"status": Message.Status.COMPLETE, "answerer": "llm"}
-    return Message.objects.create(
-        conversation=conversation,
-        role=Message.Role.ASSISTANT,
-        reply_to=question,
-        content=content,
-        **{**defaults, **fields},
-    )
-
-
-def citation(n: int, **extra: object) -> dict[str, object]:
-    return {"n": n, "kind": "document", "attachment_id": 41, "file": "url.pdf", "page": 3,
-            "chunk_id": 7, "note_id": 1, "note_title": "URLs in LaTeX",
-            "quote": "Breaks are not allowed between colons.", **extra}  # fmt: skip
-
-
-def html_of(response: Any) -> str:
-    assert response.status_code == 200, response.content[:500]
-    return str(response.content.decode())
 
 
 # --- entry points and lists -------------------------------------------------------------------
@@ -415,8 +389,7 @@ def test_the_fallback_retries_a_failed_answer(
 def test_without_the_socket_a_question_is_answered_and_the_page_polls_it(alice):
     """The whole fallback for real: a plain post, the extractive answerer in the runner's
     thread, the message partial polled until the answer is complete."""
-    from tests.attachments.test_pipeline import ingest
-    from tests.conftest import upload
+    from tests.fixtures.documents import ingest, upload
 
     client = Client()
     client.force_login(alice)
@@ -427,12 +400,12 @@ def test_without_the_socket_a_question_is_answered_and_the_page_polls_it(alice):
 
     response = client.post(f"/chats/{conversation.pk}/ask/", {"content": QUESTION})
     answer_id = int(response["Location"].rsplit("-", 1)[1])
-    deadline = time.monotonic() + 60
-    while True:
+
+    def finished() -> str:
         partial = html_of(client.get(f"/chats/messages/{answer_id}/"))
-        if "data-poll" not in partial or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
+        return "" if "data-poll" in partial else partial
+
+    partial = wait_until(finished, 60, interval=0.2, message="the answer is still polled")
     assert "status-complete" in partial
     assert "DECnet" in partial
     assert 'data-testid="citation-chip"' in partial

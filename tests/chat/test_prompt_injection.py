@@ -7,16 +7,13 @@ writes, the answer as any page or socket shows it never loads anything from anot
 
 from __future__ import annotations
 
-import io
 import json
 import re
 from html.parser import HTMLParser
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-import pikepdf
 import pytest
-from pikepdf import Dictionary, Name
 
 from chat import consumers, services
 from chat.agent import generate
@@ -27,9 +24,8 @@ from grounding.citations import allowed_links
 from notes import indexing
 from notes.models import Note
 from notes.services import note_create, notebook_create
-from tests.attachments.test_pipeline import ingest
-from tests.conftest import upload
 from tests.fake_chat import Answer, Metadata, ToolCall, fake_chat_server, sources_in
+from tests.fixtures.documents import ingest, text_pdf, upload
 
 pytestmark = pytest.mark.django_db
 ATTACKER = "attacker.example"
@@ -44,32 +40,6 @@ INJECTION = [
     "The roses were pruned in March and flowered in June.",
 ]
 BOB_SECRET = "the vault combination is quetzal-4417"
-
-
-def text_pdf(lines: list[str]) -> bytes:
-    """A one-page PDF whose text is `lines`, in Helvetica (no embedded font needed)."""
-    pdf = pikepdf.new()
-    font = pdf.make_indirect(
-        Dictionary(
-            Type=Name.Font,
-            Subtype=Name.Type1,
-            BaseFont=Name.Helvetica,
-            Encoding=Name.WinAnsiEncoding,
-        )
-    )
-    page = pdf.add_blank_page(page_size=(612, 792))
-    page.Resources = Dictionary(Font=Dictionary(F1=font))
-
-    def literal(text: str) -> str:
-        return text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
-
-    ops = ["BT", "/F1 10 Tf", "14 TL", "60 740 Td"]
-    ops += [f"({literal(line)}) Tj T*" for line in lines]
-    ops.append("ET")
-    page.Contents = pdf.make_stream("\n".join(ops).encode("cp1252"))
-    out = io.BytesIO()
-    pdf.save(out)
-    return out.getvalue()
 
 
 @pytest.fixture

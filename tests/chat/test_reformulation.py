@@ -14,7 +14,7 @@ from chat.reformulation import in_context, reformulate
 from search.retrieval import Scope, search
 from tests.factories import NotebookFactory, NoteFactory
 from tests.fake_chat import Hang, Metadata, Refusal, Status, fake_chat_server
-from tests.search.test_retrieval import make_attachment
+from tests.fixtures.search import make_attachment
 
 GRID = "To arrange several plots on one page as a grid, call par(mfrow=c(2,3)) before plotting."
 SIBLING = "The sibling setting mfcol takes the same two numbers and fills the figures by column."

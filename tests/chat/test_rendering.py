@@ -8,7 +8,7 @@ import pytest
 
 from chat.models import Message
 from chat.rendering import answer_html, sources
-from tests.test_markdown import elements
+from tests.fixtures.markdown import elements
 
 HOSTILE_QUOTE = "\"><img src=x onerror=alert(1)> & 'quoted' <b>bold</b>"
 HOSTILE_FILE = 'a"b<c>.pdf'
@@ -82,8 +82,8 @@ def test_a_note_citation_has_no_viewer_attributes():
 @pytest.mark.django_db
 def test_the_conversation_page_holds_the_viewer_and_its_source_links_open_it(alice, alice_client):
     from chat import services
-    from tests.chat.test_pages import answered, citation, html_of
     from tests.factories import NotebookFactory
+    from tests.fixtures.answers import answered, citation, html_of
 
     notebook = NotebookFactory.create(owner=alice, title="TeX")
     conversation = services.conversation_create(owner=alice, notebook=notebook)

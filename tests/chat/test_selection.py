@@ -15,9 +15,8 @@ from chat.models import Conversation, Message
 from chat.selection import FOLDER_MAX, FOLDER_WARN, Chip, merge, parse
 from notes.models import Note
 from notes.services import note_create
-from tests.attachments.test_pipeline import ingest
-from tests.conftest import upload
 from tests.factories import NotebookFactory
+from tests.fixtures.documents import ingest, upload
 
 URL_QUESTION = "Why does the url package refuse to break a line between two consecutive colons?"
 NATBIB_QUESTION = "How do I get author-year citations with natbib?"

@@ -3,19 +3,15 @@ the same passages reads them back instead of embedding them again, with the same
 
 from __future__ import annotations
 
-import inspect
-
 import numpy as np
 import pytest
 
 from attachments.models import DocumentChunk, SentenceVector
 from core.embeddings import get_embedder
 from grounding.sentence_vectors import digest, embed_weighed, similarities
-from tests.chat import test_offline_answers
-from tests.chat.test_offline_answers import QUESTION, answer
+from tests.fixtures.answers import QUESTION, answer
 
 pytestmark = pytest.mark.django_db
-url_note = pytest.fixture(inspect.unwrap(test_offline_answers.url_note))  # url.pdf, ingested
 
 
 class Counting:

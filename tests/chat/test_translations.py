@@ -12,7 +12,8 @@ from django.urls import reverse
 
 from chat import services
 from chat.models import Conversation, Message
-from tests.chat.test_consumer import (
+from tests.factories import NotebookFactory, NoteFactory
+from tests.fixtures.sockets import (
     QUESTION,
     TIMEOUT,
     answer_id_in,
@@ -20,10 +21,8 @@ from tests.chat.test_consumer import (
     cookies_of,
     final,
     frames_until,
-    library,  # noqa: F401  # a fixture: a notebook with a ready PDF
     run,
 )
-from tests.factories import NotebookFactory, NoteFactory
 
 
 def page(client: Client, url: str, language: str) -> str:
@@ -128,7 +127,7 @@ def german_socket(conversation_id: int, cookie: bytes):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_streamed_answer_comes_in_german_for_a_german_browser(alice, library):  # noqa: F811
+def test_a_streamed_answer_comes_in_german_for_a_german_browser(alice, library):
     conversation = services.conversation_create(
         owner=alice, notebook=library["notebook"], note=library["note"]
     )

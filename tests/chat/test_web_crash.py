@@ -12,14 +12,9 @@ is streaming, restarts it, and follows the answer to "interrupted" and through R
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import json
 import os
 import re
 import signal
-import socket as socketlib
-import struct
 import threading
 import time
 from collections.abc import Iterator
@@ -37,22 +32,14 @@ from accounts.services import api_token_create
 from chat import agent, services, tasks
 from chat.agent import generate
 from chat.events import Finished, Token
-from chat.models import Conversation, Message
-from notes.services import note_create, notebook_create
+from chat.models import Message
 from tests.daphne_server import start_daphne
 from tests.fake_chat import Answer, fake_chat_server
+from tests.fixtures.live import QUESTION, Socket, final
+from tests.fixtures.waiting import wait_until
 
-QUESTION = "What do my notes say about colons?"
 INTERRUPTED = "This answer was interrupted before it was finished."
 RETRY_BUTTON = '<button type="submit" class="primary">Retry</button>'
-
-
-@pytest.fixture
-def conversation(alice) -> Conversation:
-    """A notebook chat that can be asked: its note has text."""
-    notebook = notebook_create(owner=alice, title="TeX")
-    note_create(notebook=notebook, author=alice, title="Colons", body="Colons break URLs.")
-    return services.conversation_create(owner=alice, notebook=notebook)
 
 
 def answer_statuses(html: str) -> list[str]:
@@ -145,7 +132,7 @@ class TakenOver:
         if self.retry:
             services.message_retry(message=Message.objects.get(pk=message.pk))
             assert agent.claim(message.pk) is not None  # another generation owns it now
-        time.sleep(agent.SAVE_EVERY + 0.05)
+        time.sleep(agent.SAVE_EVERY + 0.05)  # the fake model's pace: the next token saves
         yield Token("are fine.")  # this save finds the answer is no longer ours
         yield Finished(confidence="high")
 
@@ -175,7 +162,7 @@ class Slow:
         self.seconds = seconds
 
     def run(self, question: str, history: Any, context: Any) -> Iterator[Any]:
-        time.sleep(self.seconds)
+        time.sleep(self.seconds)  # the fake model's own pace (what the test is about), no wait
         yield Token("Colons break URLs.")
         yield Finished(confidence="high")
 
@@ -201,7 +188,7 @@ def test_the_heartbeat_keeps_a_slow_live_answer_from_being_taken_for_abandoned(
     swept = []
     while thread.is_alive():
         swept.append(services.message_interrupt_abandoned())
-        time.sleep(0.1)
+        thread.join(timeout=0.1)  # a sweep every 0.1 s while the answer runs
     thread.join()
     connections.close_all()
     assert len(swept) > 10
@@ -229,109 +216,8 @@ def start_web() -> DaphneProcess:
     return start_daphne(_asgi_application)
 
 
-class Socket:
-    """A minimal blocking WebSocket client (RFC 6455: the handshake, masked text frames out,
-    unfragmented frames in). A library would do, but the ones at hand (autobahn's asyncio
-    flavour) cannot share a process with daphne's Twisted one."""
-
-    def __init__(self, url: str, headers: dict[str, str]) -> None:
-        host, port, path = re.match(r"ws://([^:/]+):(\d+)(/.*)", url).groups()  # type: ignore[union-attr]
-        self.sock = socketlib.create_connection((host, int(port)), timeout=10)
-        key = base64.b64encode(os.urandom(16)).decode()
-        lines = [
-            f"GET {path} HTTP/1.1",
-            f"Host: {host}:{port}",
-            "Upgrade: websocket",
-            "Connection: Upgrade",
-            f"Sec-WebSocket-Key: {key}",
-            "Sec-WebSocket-Version: 13",
-            *(f"{k}: {v}" for k, v in headers.items()),
-        ]
-        self.sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
-        response = b""
-        while b"\r\n\r\n" not in response:
-            chunk = self.sock.recv(4096)
-            assert chunk, "the server closed during the handshake"
-            response += chunk
-        head, self.buffer = response.split(b"\r\n\r\n", 1)
-        assert head.startswith(b"HTTP/1.1 101"), head
-        accept = base64.b64encode(
-            hashlib.sha1((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()  # noqa: S324 - the protocol's
-        )
-        assert accept in head
-
-    def send(self, data: dict[str, Any]) -> None:
-        self._frame(0x1, json.dumps(data).encode())
-
-    def _frame(self, opcode: int, payload: bytes) -> None:
-        mask = os.urandom(4)
-        size = len(payload)
-        header = bytes([0x80 | opcode]) + (bytes([0x80 | size]) if size < 126
-                                  else bytes([0x80 | 126]) + struct.pack("!H", size))  # fmt: skip
-        masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
-        self.sock.sendall(header + mask + masked)
-
-    deadline: float | None = None  # until()'s, also while pings are being answered
-
-    def _read(self, n: int) -> bytes:
-        while len(self.buffer) < n:
-            if self.deadline is not None:
-                left = self.deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError("nothing more from the server in time")
-                self.sock.settimeout(left)
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                raise ConnectionError("the socket closed")
-            self.buffer += chunk
-        data, self.buffer = self.buffer[:n], self.buffer[n:]
-        return data
-
-    def receive(self) -> str | None:
-        """The next text frame; None when the server closes."""
-        while True:
-            first, second = self._read(2)
-            size = second & 0x7F
-            if size == 126:
-                (size,) = struct.unpack("!H", self._read(2))
-            elif size == 127:
-                (size,) = struct.unpack("!Q", self._read(8))
-            payload = self._read(size)
-            opcode = first & 0x0F
-            if opcode == 0x8:
-                return None
-            if opcode == 0x9:  # daphne's ping: a socket that does not answer is closed
-                self._frame(0xA, payload)
-            if opcode == 0x1:
-                return payload.decode()
-
-    def until(self, done: Any, timeout: float = 30) -> list[str]:
-        seen: list[str] = []
-        self.deadline = time.monotonic() + timeout  # answering pings does not extend it
-        try:
-            while True:
-                try:
-                    frame = self.receive()
-                except TimeoutError:
-                    raise AssertionError(f"not seen in {timeout}s; frames: {seen[-3:]}") from None
-                if frame is None:
-                    raise AssertionError(f"the socket closed; frames: {seen[-3:]}")
-                seen.append(frame)
-                if done(frame):
-                    return seen
-        finally:
-            self.deadline = None
-
-    def close(self) -> None:
-        self.sock.close()
-
-
 def tokens_of(message_id: int) -> Any:
     return lambda frame: f'id="message-{message_id}-text" hx-swap-oob="beforeend"' in frame
-
-
-def final(message_id: int) -> Any:
-    return lambda frame: f'<article id="message-{message_id}"' in frame and "data-poll" not in frame
 
 
 FULL_ANSWER = (
@@ -389,14 +275,13 @@ def test_a_web_process_killed_mid_answer_leaves_it_interrupted_with_retry(
 
             # The page polls the answer; once it has been silent long enough, it shows it
             # interrupted, with Retry.
-            deadline = time.monotonic() + 30
-            while True:
+
+            def interrupted() -> str:
                 partial = http.get(f"http://{base}/chats/messages/{answer_id}/", timeout=30).text
                 assert answer_statuses(partial) in (["streaming"], ["interrupted"])
-                if answer_statuses(partial) == ["interrupted"]:
-                    break
-                assert time.monotonic() < deadline, partial
-                time.sleep(0.5)
+                return partial if answer_statuses(partial) == ["interrupted"] else ""
+
+            partial = wait_until(interrupted, 30, interval=0.5)
             assert INTERRUPTED in partial
             assert RETRY_BUTTON in partial
             page = http.get(f"http://{base}/chats/{conversation.pk}/", timeout=30).text

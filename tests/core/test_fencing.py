@@ -19,8 +19,8 @@ from core.jobs import job_reap
 from core.models import Job
 from guides.models import Guide
 from intelligence.models import SourceProfile
-from tests.conftest import upload
 from tests.factories import NotebookFactory, NoteFactory
+from tests.fixtures.documents import upload
 
 pytestmark = pytest.mark.django_db
 OLD_REAPERS = {

@@ -15,8 +15,9 @@ from core.jobs import job_claim, job_reap, job_run_next
 from core.models import Job
 from notes.models import Note
 from notes.services import note_create
-from tests.conftest import upload
 from tests.factories import NotebookFactory, NoteFactory, UserFactory
+from tests.fixtures.documents import upload
+from tests.fixtures.waiting import wait_until
 from tests.workers import run_worker
 
 pytestmark = pytest.mark.django_db
@@ -170,15 +171,23 @@ def test_a_real_worker_runs_another_users_file_next_whatever_one_user_queued(ali
 
     with run_worker() as worker:
         deadline = time.monotonic() + 300
-        while NoteAttachment.objects.get(pk=bobs.pk).status != NoteAttachment.Status.READY:
+
+        def bob_ready() -> bool:
             worker.check_alive()
-            assert time.monotonic() < deadline, NoteAttachment.objects.get(pk=bobs.pk).status
-            time.sleep(0.1)
+            return NoteAttachment.objects.get(pk=bobs.pk).status == NoteAttachment.Status.READY
+
+        wait_until(
+            bob_ready, 300, message=lambda: NoteAttachment.objects.get(pk=bobs.pk).status
+        )  # fmt: skip
         done_before_bob = embedded()
-        while embedded() < len(alices):  # and alice's work is all done, on the same worker
+
+        def alice_done() -> bool:  # and alice's work is all done, on the same worker
             worker.check_alive()
-            assert time.monotonic() < deadline, embedded()
-            time.sleep(0.2)
+            return embedded() >= len(alices)
+
+        wait_until(
+            alice_done, deadline - time.monotonic(), interval=0.2, message=lambda: str(embedded())
+        )  # fmt: skip
     # One note was running (or about to) when bob's file arrived; at most one more started
     # while bob's file was being read.
     assert done_before_bob <= 2, done_before_bob

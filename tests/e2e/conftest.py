@@ -330,8 +330,7 @@ def _build_tour() -> Tour:
     from chat.agent import generate
     from chat.memory import memory_remember
     from notes.services import note_create, notebook_create
-    from tests.attachments.test_pipeline import ingest
-    from tests.conftest import upload
+    from tests.fixtures.documents import ingest, upload
 
     password = "Sturdy-Tulip-4821"
     dana = User.objects.create_user(username="dana", password=password)

@@ -19,8 +19,8 @@ from playwright.sync_api import FilePayload, JSHandle, Locator, Page, expect
 
 from notes.models import Note
 from notes.services import note_create, notebook_create
-from tests.conftest import EVAL_PDFS, upload
 from tests.e2e.helpers import login
+from tests.fixtures.documents import EVAL_PDFS, upload
 from tests.workers import Worker, run_worker
 
 pytestmark = pytest.mark.e2e

@@ -10,134 +10,30 @@ writes the answer in the web process's runner thread.
 from __future__ import annotations
 
 import re
-import time
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
-from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
-from playwright.sync_api import Browser, BrowserContext, Locator, Page, expect
+from playwright.sync_api import Page, expect
 
 from chat.models import Message
 from notes.models import Note
-from notes.services import note_create, notebook_create
-from tests.conftest import EVAL_PDFS
-from tests.daphne_server import start_daphne
-from tests.e2e.conftest import SCREENSHOTS
 from tests.e2e.helpers import login
-from tests.workers import Worker, run_worker
+from tests.fixtures.chat_browser import (  # noqa: F401 - fixtures, shared
+    ANSWER_TIMEOUT,
+    PASSWORD,
+    QUESTION,
+    asgi_server,
+    chat_context,
+    chat_page,
+    errors,
+    note,
+    shoot,
+    wait_until_ready,
+    worker,
+)
+from tests.fixtures.documents import EVAL_PDFS
+from tests.workers import Worker
 
 pytestmark = pytest.mark.e2e
-
-PASSWORD = "Sturdy-Tulip-4821"
-READY_TIMEOUT = 180  # seconds for the worker to take the PDF from upload to "Ready"
-ANSWER_TIMEOUT = 60_000  # ms for the answer, the embedding model loading included
-QUESTION = "Why does the url package refuse to break a line between two consecutive colons?"
-
-
-# No inline script may run and the socket may only go to this origin: every page is served
-# with this policy (a violation shows as a console error). Inline styles stay allowed for the
-# indicator style htmx adds to the page.
-STRICT_CSP = (
-    b"default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
-    b"connect-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; "
-    b"form-action 'self'"
-)
-
-
-def _with_strict_csp(app: Any) -> Any:
-    async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        async def send_with_csp(message: dict[str, Any]) -> None:
-            if message["type"] == "http.response.start":
-                headers = list(message.get("headers", []))
-                if not any(k.lower() == b"content-security-policy" for k, _ in headers):
-                    headers.append((b"content-security-policy", STRICT_CSP))
-                message = {**message, "headers": headers}
-            await send(message)
-
-        await app(scope, receive, send_with_csp if scope["type"] == "http" else send)
-
-    return application
-
-
-def _asgi_application() -> Any:  # module level: the child process calls it
-    from channels.routing import get_default_application
-
-    return _with_strict_csp(ASGIStaticFilesHandler(get_default_application()))
-
-
-@pytest.fixture
-def asgi_server(transactional_db) -> Iterator[str]:
-    """daphne serving notebook.asgi.application on a free port of localhost."""
-    server = start_daphne(_asgi_application)
-    try:
-        yield f"http://localhost:{server.port.value}"
-    finally:
-        server.terminate()
-        server.join(10)
-
-
-@pytest.fixture
-def worker(transactional_db, tmp_path: Path) -> Iterator[Worker]:
-    with run_worker(log=tmp_path / "qcluster.log") as running:
-        yield running
-
-
-@pytest.fixture
-def chat_context(browser: Browser, asgi_server: str) -> Iterator[BrowserContext]:
-    context = browser.new_context(
-        base_url=asgi_server, viewport={"width": 1280, "height": 900}, locale="en-US"
-    )
-    context.set_default_timeout(10_000)
-    yield context
-    context.close()
-
-
-@pytest.fixture
-def chat_page(chat_context: BrowserContext) -> Page:
-    return chat_context.new_page()
-
-
-@pytest.fixture
-def errors(chat_page: Page) -> list[str]:
-    """JavaScript errors and failed requests of the page (the PDF tab is not watched)."""
-    found: list[str] = []
-    chat_page.on("pageerror", lambda exc: found.append(f"uncaught: {exc}"))
-    chat_page.on(
-        "console",
-        lambda msg: found.append(f"console.error: {msg.text}") if msg.type == "error" else None,
-    )
-    chat_page.on(
-        "response",
-        lambda r: found.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None,
-    )
-    return found
-
-
-def shoot(page: Page, name: str) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=SCREENSHOTS / f"{name}.png", full_page=True)
-
-
-@pytest.fixture
-def note(transactional_db) -> Note:
-    erin = User.objects.create_user(username="erin", password=PASSWORD)
-    notebook = notebook_create(owner=erin, title="TeX")
-    return note_create(notebook=notebook, author=erin, title="URLs in LaTeX", body="")
-
-
-def wait_until_ready(row: Locator, worker: Worker) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT
-    while True:
-        try:
-            expect(row).to_have_attribute("data-status", "ready", timeout=2_000)
-            return
-        except AssertionError:
-            worker.check_alive()
-            if time.monotonic() > deadline:
-                raise AssertionError(f"not ready; worker log:\n{worker.tail()}") from None
 
 
 def record_statuses(page: Page) -> None:

@@ -28,7 +28,7 @@ from notes.services import note_create, notebook_create
 from tests.daphne_server import start_daphne
 from tests.e2e.helpers import login
 from tests.fake_chat import Answer, FakeChat, Metadata, ToolCall, fake_chat_server
-from tests.test_markdown import HOSTILE_SAMPLES
+from tests.fixtures.markdown import HOSTILE_SAMPLES
 
 pytestmark = pytest.mark.e2e
 

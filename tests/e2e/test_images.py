@@ -11,10 +11,10 @@ from playwright.sync_api import Page, expect
 
 from chat.models import Message
 from notes.models import Note
-from tests.attachments.test_images import text_image
 from tests.e2e.helpers import login
-from tests.e2e.test_chat import ANSWER_TIMEOUT, wait_until_ready
-from tests.e2e.test_viewer import (  # noqa: F401 - fixtures
+from tests.fixtures.chat_browser import ANSWER_TIMEOUT, wait_until_ready
+from tests.fixtures.documents import text_image
+from tests.fixtures.viewer_browser import (  # noqa: F401 - fixtures
     PASSWORD,
     asgi_server,
     js_errors,

@@ -11,9 +11,8 @@ from playwright.sync_api import Page, expect
 from attachments.services import attachment_ingest
 from core import embeddings
 from notes.services import note_create, notebook_create
-from tests.conftest import upload
 from tests.e2e.helpers import login
-from tests.search.test_warm_up import held_load  # noqa: F401 - a fixture
+from tests.fixtures.documents import upload
 
 pytestmark = pytest.mark.e2e
 
@@ -101,7 +100,7 @@ def test_results_found_while_the_model_warms_up_are_joined_by_meaning_based_ones
     js_errors: list[str],
     screenshot,
     library,
-    held_load,  # noqa: F811 - the fixture
+    held_load,
 ) -> None:
     """The notice says the results match words only; once the model is in, the results region
     (which asks again by itself) brings the meaning-based ones without a click."""

@@ -16,10 +16,9 @@ from playwright.sync_api import Page, expect
 
 from chat.models import Conversation, Message
 from notes.services import note_create, notebook_create
-from tests.attachments.test_pipeline import ingest
-from tests.conftest import upload
 from tests.e2e.helpers import login
-from tests.e2e.test_chat import (  # noqa: F401 - fixtures, shared
+from tests.factories import NoteFactory
+from tests.fixtures.chat_browser import (  # noqa: F401 - fixtures, shared
     ANSWER_TIMEOUT,
     PASSWORD,
     asgi_server,
@@ -28,7 +27,7 @@ from tests.e2e.test_chat import (  # noqa: F401 - fixtures, shared
     errors,
     shoot,
 )
-from tests.factories import NoteFactory
+from tests.fixtures.documents import ingest, upload
 
 pytestmark = pytest.mark.e2e
 

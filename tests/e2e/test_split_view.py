@@ -14,8 +14,8 @@ from attachments.models import NoteAttachment
 from intelligence.models import SourceProfile
 from notes.models import Note
 from tests.e2e.helpers import login
-from tests.e2e.test_chat import wait_until_ready
-from tests.e2e.test_viewer import (  # noqa: F401 - fixtures
+from tests.fixtures.chat_browser import wait_until_ready
+from tests.fixtures.viewer_browser import (  # noqa: F401 - fixtures
     PASSWORD,
     asgi_server,
     assert_page_drawn,

@@ -16,8 +16,8 @@ from chat.models import Conversation
 from notes.services import note_create, notebook_create
 from tests.daphne_server import start_daphne
 from tests.e2e.helpers import login
-from tests.e2e.test_chat import _asgi_application, shoot
 from tests.fake_chat import JUNK_BEHAVIOURS, FakeChat, fake_chat_server
+from tests.fixtures.chat_browser import _asgi_application, shoot
 
 pytestmark = pytest.mark.e2e
 

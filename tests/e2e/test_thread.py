@@ -12,10 +12,9 @@ from playwright.sync_api import Page, expect
 
 from chat.models import Memory, Message
 from notes.models import Note
-from tests.conftest import EVAL_PDFS
 from tests.e2e.conftest import SCREENSHOTS
 from tests.e2e.helpers import login
-from tests.e2e.test_chat import (  # noqa: F401 - fixtures, shared
+from tests.fixtures.chat_browser import (  # noqa: F401 - fixtures, shared
     ANSWER_TIMEOUT,
     PASSWORD,
     asgi_server,
@@ -27,6 +26,7 @@ from tests.e2e.test_chat import (  # noqa: F401 - fixtures, shared
     wait_until_ready,
     worker,
 )
+from tests.fixtures.documents import EVAL_PDFS
 from tests.workers import Worker
 
 pytestmark = pytest.mark.e2e  # runs last, with the browser (Playwright's loop stays behind)

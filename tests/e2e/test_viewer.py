@@ -15,129 +15,33 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
-from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Locator, Page, expect
+from playwright.sync_api import Locator, Page, expect
 
 from chat import services as chat_services
 from chat.models import Conversation, Message
 from notes.models import Note
-from notes.services import note_create, notebook_create
-from tests.conftest import EVAL_PDFS, upload
-from tests.daphne_server import start_daphne
-from tests.e2e.conftest import SCREENSHOTS
 from tests.e2e.helpers import login
-from tests.e2e.test_chat import ANSWER_TIMEOUT, QUESTION, wait_until_ready
-from tests.workers import Worker, run_worker
+from tests.fixtures.chat_browser import ANSWER_TIMEOUT, QUESTION, wait_until_ready
+from tests.fixtures.documents import EVAL_PDFS, upload
+from tests.fixtures.viewer_browser import (  # noqa: F401 - fixtures, shared
+    PASSWORD,
+    asgi_server,
+    assert_page_drawn,
+    js_errors,
+    note,
+    owner,
+    shoot,
+    viewer_context,
+    viewer_page,
+    viewer_worker,
+)
+from tests.workers import Worker
 
 pytestmark = pytest.mark.e2e
-
-PASSWORD = "Sturdy-Tulip-4821"
-RENDER_TIMEOUT = 30_000  # ms: the first open imports PDF.js and starts its worker
-
-# Runs before any script of every page the context opens.
-REPORT_VIOLATIONS = """
-document.addEventListener("securitypolicyviolation", (event) => {
-    window.__cspViolation(`${event.violatedDirective} blocked ${event.blockedURI || "inline"}`
-        + ` (${event.sourceFile}:${event.lineNumber}) on ${location.pathname}`);
-});
-"""
-
-
-def _asgi_application() -> Any:  # module level: the server process calls it
-    # Built afresh in the server process: an application imported earlier in the test run
-    # (tests/test_isolation.py imports notebook.asgi) holds a WhiteNoise middleware made
-    # before WHITENOISE_USE_FINDERS was turned on, which would answer static files with 404.
-    import importlib
-
-    import notebook.asgi
-
-    return importlib.reload(notebook.asgi).application
-
-
-@pytest.fixture
-def asgi_server(transactional_db, settings) -> Iterator[str]:
-    """daphne on a free port; static files through WhiteNoise (and so the CSP middleware),
-    as `manage.py serve` does."""
-    settings.WHITENOISE_USE_FINDERS = True  # no collectstatic in tests; the child inherits it
-    server = start_daphne(_asgi_application)
-    try:
-        yield f"http://localhost:{server.port.value}"
-    finally:
-        server.terminate()
-        server.join(10)
-
-
-@pytest.fixture
-def viewer_context(browser: Browser, asgi_server: str) -> Iterator[BrowserContext]:
-    context = browser.new_context(
-        base_url=asgi_server, viewport={"width": 1366, "height": 900}, locale="en-US"
-    )
-    context.set_default_timeout(10_000)
-    yield context
-    context.close()
-
-
-@pytest.fixture
-def viewer_page(viewer_context: BrowserContext) -> Page:
-    return viewer_context.new_page()
-
-
-@pytest.fixture
-def js_errors(viewer_context: BrowserContext, viewer_page: Page) -> list[str]:
-    """Script errors, console errors (the worker's too), failed requests and CSP violations."""
-    errors: list[str] = []
-
-    def on_console(where: str, message: ConsoleMessage) -> None:
-        if message.type == "error" or "Content Security Policy" in message.text:
-            errors.append(f"{where} console.{message.type}: {message.text}")
-
-    viewer_context.expose_binding("__cspViolation", lambda _source, text: errors.append(text))
-    viewer_context.add_init_script(REPORT_VIOLATIONS)
-    page = viewer_page
-    page.on("console", lambda message: on_console("page", message))
-    page.on("worker", lambda w: w.on("console", lambda message: on_console(w.url, message)))
-    page.on("pageerror", lambda exc: errors.append(f"uncaught: {exc}"))
-    page.on(
-        "response",
-        lambda r: errors.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None,
-    )
-    # A request the browser dropped because the page navigated on is no error of the page's.
-    page.on(
-        "requestfailed",
-        lambda r: (
-            errors.append(f"failed: {r.url} {r.failure}")
-            if r.failure != "net::ERR_ABORTED"
-            else None
-        ),
-    )
-    return errors
-
-
-@pytest.fixture
-def viewer_worker(transactional_db, tmp_path: Path) -> Iterator[Worker]:
-    with run_worker(log=tmp_path / "qcluster.log") as running:
-        yield running
-
-
-@pytest.fixture
-def owner(transactional_db) -> User:
-    return User.objects.create_user(username="erin", password=PASSWORD)
-
-
-@pytest.fixture
-def note(owner: User) -> Note:
-    notebook = notebook_create(owner=owner, title="TeX")
-    return note_create(notebook=notebook, author=owner, title="URLs in LaTeX", body="")
-
-
-def shoot(page: Page, name: str) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=SCREENSHOTS / f"{name}.png")  # the window: the panel is fixed to it
 
 
 def reduced(text: str) -> str:
@@ -151,21 +55,6 @@ def highlighted(panel: Locator) -> list[str]:
         "(spans) => spans.map((span) => span.textContent)"
     )
     return texts
-
-
-def assert_page_drawn(panel: Locator, page_number: int, pages: int | None = None) -> None:
-    count = f"Page {page_number} of {pages}" if pages else re.compile(rf"^Page {page_number} of")
-    expect(panel.get_by_test_id("viewer-count")).to_have_text(count, timeout=RENDER_TIMEOUT)
-    expect(panel.get_by_test_id("viewer-sheet")).to_have_attribute(
-        "data-rendered", "true", timeout=RENDER_TIMEOUT
-    )
-    expect(panel).not_to_have_attribute("aria-busy", "true", timeout=RENDER_TIMEOUT)
-    assert panel.get_attribute("data-page") == str(page_number)
-    size = panel.locator("canvas").evaluate(
-        "(c) => [c.width, c.height, c.getBoundingClientRect().width]"
-    )
-    assert min(size) > 100, size  # drawn, and shown at a size
-    assert panel.locator(".textLayer span").count() > 0
 
 
 def assert_quote_highlighted(panel: Locator, quote: str, *, exact: bool = True) -> None:

@@ -14,9 +14,8 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from notes.models import Note
-from tests.conftest import EVAL_PDFS
 from tests.e2e.helpers import login
-from tests.e2e.test_chat import (  # noqa: F401 - fixtures, shared
+from tests.fixtures.chat_browser import (  # noqa: F401 - fixtures, shared
     ANSWER_TIMEOUT,
     PASSWORD,
     asgi_server,
@@ -27,6 +26,7 @@ from tests.e2e.test_chat import (  # noqa: F401 - fixtures, shared
     shoot,
     wait_until_ready,
 )
+from tests.fixtures.documents import EVAL_PDFS
 from tests.workers import Worker, run_worker
 
 pytestmark = pytest.mark.e2e

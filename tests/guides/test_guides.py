@@ -24,10 +24,9 @@ from guides import services
 from guides.models import Guide
 from guides.services import content, writing
 from notes.services import note_create, notebook_create
-from tests.attachments.test_pipeline import ingest
-from tests.conftest import upload
 from tests.factories import UserFactory
 from tests.fake_chat import Hang, Metadata, Refusal, Status, fake_chat_server, sources_in
+from tests.fixtures.documents import ingest, upload
 
 pytestmark = pytest.mark.django_db
 

@@ -5,7 +5,6 @@ becomes ready and when one is deleted."""
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from collections.abc import Callable
 
@@ -17,22 +16,22 @@ from attachments.pdf.layout import SMALL_PRINT
 from grounding.citations import normalise, quotable
 from guides.models import Guide
 from search.retrieval import Scope, search
-from tests.conftest import upload
 from tests.factories import NotebookFactory, NoteFactory
+from tests.fixtures.documents import upload
+from tests.fixtures.waiting import wait_until
 from tests.workers import Worker, run_worker
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 def wait(what: str, check: Callable[[], object], worker: Worker, timeout: float = 300) -> object:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def found() -> object:
         worker.check_alive()
-        found = check()
-        if found:
-            return found
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}:\n{worker.tail()}")
+        return check()
+
+    return wait_until(
+        found, timeout, interval=0.3, message=lambda: f"{what}:\n{worker.tail()}"
+    )  # fmt: skip
 
 
 def ready_guide(**where: object) -> Guide | None:

@@ -18,11 +18,11 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from attachments.models import NoteAttachment
 from core.breakers import reset_all
 from intelligence.models import SourceProfile
-from tests.attachments.test_pipeline import ingest
 from tests.factories import NotebookFactory, NoteFactory
 from tests.fake_chat import Hang, Metadata, Status, fake_chat_server
+from tests.fixtures.documents import ingest
+from tests.fixtures.search import Model
 from tests.intelligence.documents import five_documents
-from tests.search.test_any_language import Model
 
 tasks = pytest.importorskip("intelligence.tasks", reason="needs h/docintel's profile pipeline")
 pytestmark = pytest.mark.django_db

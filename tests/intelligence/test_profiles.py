@@ -17,10 +17,8 @@ from intelligence import services
 from intelligence.models import SourceProfile
 from intelligence.services import profile_build, profile_request
 from notes.services import note_create, notebook_create
-from tests.attachments.test_pipeline import ingest
-from tests.chat.test_prompt_injection import text_pdf
-from tests.conftest import upload
 from tests.fake_chat import Hang, Metadata, Refusal, Status, fake_chat_server
+from tests.fixtures.documents import ingest, text_pdf, upload
 
 pytestmark = pytest.mark.django_db
 

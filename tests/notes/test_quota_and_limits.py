@@ -17,8 +17,8 @@ from core.models import Job
 from core.quota import storage_used
 from notes.models import Note
 from notes.services import note_create, note_update
-from tests.conftest import upload
 from tests.factories import NotebookFactory, NoteFactory
+from tests.fixtures.documents import upload
 
 pytestmark = pytest.mark.django_db
 NOTE_REFUSAL = "You are saving notes too fast (at most 2 an hour). Try again in"

@@ -4,92 +4,19 @@ document-level search mode (search.expansion, search.doc_rerank, search.document
 
 from __future__ import annotations
 
-import re
-import time
-from typing import Any
-
 import pytest
 
 from search.doc_rerank import Candidate, rerank_documents
 from search.expansion import expand
 from tests.factories import NotebookFactory, NoteFactory
-from tests.fake_chat import Delayed, Hang, Metadata, Status, fake_chat_server
-from tests.search.test_retrieval import make_attachment
-
-DOC_ID = re.compile(r"Document id: (\S+)")
-EXPANDING = "prepare search queries"
-TIE_BREAKING = "judged equally relevant"
-RECEIPT_EN = {
-    "language": "no",
-    "englishQuery": "grocery receipt",
-    "expandedEnglishQuery": "grocery receipt supermarket food shopping",
-    "docType": "receipt",
-}
-
-
-def system_of(body: dict[str, Any]) -> str:
-    return next((m["content"] for m in body["messages"] if m["role"] == "system"), "")
-
-
-def user_of(body: dict[str, Any]) -> str:
-    return next((m["content"] for m in body["messages"] if m["role"] == "user"), "")
-
-
-def kind_of(body: dict[str, Any]) -> str:
-    system = system_of(body)
-    if EXPANDING in system:
-        return "expansion"
-    if TIE_BREAKING in system:
-        return "tie-break"
-    return "rerank"
-
-
-class Model:
-    """Scripted answers at the HTTP boundary: expansion, one relevancy per document id (or a
-    turn for it), a tie-break order; `delay` seconds per rerank answer."""
-
-    def __init__(self, fake, *, expansion: Any = None, relevancy=None, order=None, delay=0.0):
-        self.fake = fake
-        self.expansion = RECEIPT_EN if expansion is None else expansion
-        self.relevancy: dict[str, Any] = relevancy or {}
-        self.order = order
-        self.delay = delay
-        fake.respond = self
-
-    def __call__(self, body: dict[str, Any]):
-        kind = kind_of(body)
-        if kind == "expansion":
-            return (
-                self.expansion if not isinstance(self.expansion, dict) else Metadata(self.expansion)
-            )
-        if kind == "tie-break":
-            ids = DOC_ID.findall(user_of(body))
-            return Metadata({"order": self.order or list(reversed(ids))})
-        (doc_id,) = DOC_ID.findall(user_of(body))
-        answer = self.relevancy.get(doc_id, 0.5)
-        turn = (
-            answer
-            if not isinstance(answer, float | int)
-            else Metadata({"docId": doc_id, "relevancy": answer})
-        )
-        return Delayed(self.delay, turn) if self.delay else turn
-
-    def calls(self, kind: str) -> list[dict[str, Any]]:
-        return [b for b in self.fake.bodies if kind_of(b) == kind]
-
-
-@pytest.fixture
-def fake(settings):
-    from core import rerank
-
-    rerank.reset_state()  # the cached OpenAI client points at the previous server
-    with fake_chat_server() as server:
-        settings.CHAT_MODEL = "fake-model"
-        settings.OPENAI_BASE_URL = f"{server.url}/v1"
-        settings.OPENAI_API_KEY = "test-key"
-        settings.RERANKER_TIMEOUT = 2
-        yield server
-    rerank.reset_state()
+from tests.fake_chat import Hang, Metadata, Status
+from tests.fixtures.search import (
+    DOC_ID,
+    Model,
+    make_attachment,
+    profile,
+    user_of,
+)
 
 
 @pytest.fixture
@@ -134,7 +61,7 @@ def test_a_failed_expansion_searches_as_written(fake, settings, turn, reason):
     assert "searched as written" in str(expansion.as_info()["fallback"])
 
 
-def test_expansion_goes_through_the_chat_models_breaker(fake, settings):
+def test_expansion_goes_through_the_chat_models_breaker(fake, settings, breaker_clock):
     """Expansion failures count towards the chat model's breaker; while it is open a search
     sends nothing and goes as written (not waiting out a timeout per search), the chat path
     sees it open too, and after the cooldown one reply closes it."""
@@ -153,7 +80,7 @@ def test_expansion_goes_through_the_chat_models_breaker(fake, settings):
     assert (skipped.reason, skipped.queries) == ("circuit open", [])
     assert len(model.calls("expansion")) == sent  # nothing was sent
 
-    time.sleep(1.1)  # the cooldown: the next call is the trial
+    breaker_clock.advance(1.1)  # the cooldown: the next call is the trial
     Model(fake)
     assert expand("kvittering for dagligvarer").english == "grocery receipt"
     assert breaker("llm").state == "closed"
@@ -319,28 +246,6 @@ def test_the_page_shows_the_english_query_and_stage_timings(fake, alice_client, 
 
 
 # --- Whole documents: one hit per source, from the document vector and the best passage
-
-
-def profile(attachment, doc_type: str, name: str, extracted: dict[str, Any]):
-    """A ready profile with its canonical text embedded, as the intelligence task leaves it."""
-    import json
-
-    from core.embeddings import get_embedder
-    from intelligence.models import SourceProfile
-
-    canonical = f"{name}\n{doc_type}\n{json.dumps(extracted)}"
-    (embedding,) = get_embedder().embed([canonical])
-    return SourceProfile.objects.create(
-        attachment=attachment,
-        doc_type=doc_type,
-        confidence=0.9,
-        better_name=name,
-        extracted=extracted,
-        method="offline",
-        canonical_text=canonical,
-        embedding=embedding,
-        status="ready",
-    )
 
 
 @pytest.fixture

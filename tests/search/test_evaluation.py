@@ -4,7 +4,7 @@ import pytest
 
 from search.evaluation import Question, aggregate, score_ranking
 from search.management.commands.evaluate_retrieval import passwords_from_readme
-from tests.conftest import EVAL_PDFS
+from tests.fixtures.documents import EVAL_PDFS
 
 
 def q(pages: list[int], kind: str = "factoid", lang: str = "en") -> Question:

@@ -3,8 +3,6 @@ vectors, fusion, the language gate of the vector leg, diversity and reranking.""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from django.utils import timezone
 from transformers import AutoTokenizer
@@ -21,7 +19,8 @@ from search.fusion import minmax
 from search.retrieval import Hit, Scope, diversify, search, vector_weight
 from tests.factories import NotebookFactory
 from tests.fake_rerank import fake_rerank_server
-from tests.search.test_retrieval import add_vectors, bm25, make_attachment, unit
+from tests.fixtures.search import add_vectors, bm25, make_attachment, unit
+from tests.fixtures.waiting import wait_until
 from tests.workers import run_worker
 
 pytestmark = pytest.mark.django_db
@@ -119,10 +118,10 @@ def test_a_real_worker_embeds_a_new_note(alice):
     notebook = NotebookFactory.create(owner=alice)
     note = write(notebook, "Worker", "embedded in the background by django-q2")
     with run_worker():
-        deadline = time.monotonic() + 120
-        while not NoteVector.objects.filter(note=note).exists():
-            assert time.monotonic() < deadline, "the worker never embedded the note"
-            time.sleep(0.2)
+        wait_until(
+            NoteVector.objects.filter(note=note).exists, 120, interval=0.2,
+            message="the worker never embedded the note",
+        )  # fmt: skip
     note.refresh_from_db()
     assert note.embedding_model == "all-MiniLM-L6-v2"
 

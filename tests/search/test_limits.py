@@ -12,8 +12,7 @@ from django.test import Client
 from core.breakers import breaker
 from tests.factories import NotebookFactory, NoteFactory
 from tests.fake_chat import Metadata, fake_chat_server
-from tests.search.test_any_language import EXPANDING, RECEIPT_EN, Model, profile, system_of
-from tests.search.test_retrieval import make_attachment
+from tests.fixtures.search import EXPANDING, RECEIPT_EN, Model, make_attachment, profile, system_of
 
 pytestmark = pytest.mark.django_db
 REFUSAL = "You are searching too fast (at most 2 searches an hour). Try again in"

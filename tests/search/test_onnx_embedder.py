@@ -17,7 +17,7 @@ from attachments.pdf.extract import extract_text
 from core import embeddings, onnx_embedder
 from core.embeddings import LocalEmbedder
 from core.onnx_embedder import OnnxEmbedder
-from tests.conftest import EVAL_PDFS
+from tests.fixtures.documents import EVAL_PDFS
 
 
 def _onnx(quantize: bool = False) -> OnnxEmbedder:
@@ -93,7 +93,7 @@ def test_the_export_is_cached_and_reused(fp32, settings, monkeypatch):
 def _copying_export(source: Path, calls: list[Path], delay: float = 0.0):
     def export(model_dir: Path, target: Path, *, quantize: bool) -> None:
         calls.append(target)
-        time.sleep(delay)
+        time.sleep(delay)  # a slow fake export (what the test is about), no wait
         shutil.copyfile(source, target)
 
     return export

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import math
 import random
 
 import pytest
 from django.db import connection
 
-from attachments.models import ChunkVector, DocumentChunk, NoteAttachment, PostingList
+from attachments.models import DocumentChunk, PostingList
 from core.language import WORD_COUNT_SQL, segment_for_search, tsvector_sql
 from notes.models import Note
 from notes.services import note_create, note_trash
@@ -16,71 +15,9 @@ from search import bm25 as bm25_module
 from search import fusion, retrieval
 from search.retrieval import Scope
 from tests.factories import NotebookFactory, NoteFactory
+from tests.fixtures.search import add_vectors, bm25, make_attachment, unit
 
 pytestmark = pytest.mark.django_db
-
-
-def make_attachment(note, texts: list[str], *, config: str = "simple", status: str = "ready"):
-    """A ready attachment whose chunks are `texts`, indexed like the pipeline indexes them."""
-    attachment = NoteAttachment.objects.create(
-        note=note,
-        uploaded_by=note.notebook.owner,
-        file=f"attachments/{note.pk}/x.pdf",
-        original_name="x.pdf",
-        size=1,
-        sha256=f"{note.pk}-{len(texts)}-{texts[0][:20]}",
-        status=status,
-        search_config=config,
-        language="zh" if config == "simple" and any(ord(c) > 0x3000 for c in texts[0]) else "",
-    )
-    DocumentChunk.objects.bulk_create(
-        DocumentChunk(
-            attachment=attachment,
-            index=i,
-            page_number=1,
-            content=text,
-            start_char=0,
-            end_char=len(text),
-            char_count=len(text),
-            token_count=0,
-        )
-        for i, text in enumerate(texts)
-    )
-    from attachments.services.ingestion import index_text
-
-    index_text(attachment, attachment.language, config)
-    return attachment
-
-
-def unit(i: int, j: int | None = None) -> list[float]:
-    """A unit vector along axis i (or halfway between axes i and j)."""
-    dims = int(ChunkVector._meta.get_field("embedding").dimensions or 0)
-    v = [0.0] * dims
-    v[i] = 1.0
-    if j is not None:
-        v[i] = v[j] = math.sqrt(0.5)
-    return v
-
-
-def add_vectors(chunk: DocumentChunk, *windows: list[float]) -> None:
-    ChunkVector.objects.bulk_create(
-        ChunkVector(chunk=chunk, attachment_id=chunk.attachment_id, window=n, embedding=v)
-        for n, v in enumerate(windows)
-    )
-
-
-def bm25(query: list[str], doc: list[str], docs: list[list[str]], k1=1.2, b=0.75) -> float:
-    n = len(docs)
-    avgdl = sum(len(d) for d in docs) / n
-    score = 0.0
-    for term in set(query):
-        df = sum(1 for d in docs if term in d)
-        tf = doc.count(term)
-        if not tf:
-            continue
-        idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
-        score += idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len(doc) / avgdl))
-    return score
 
 
 CORPUS = [

@@ -6,7 +6,7 @@ import pytest
 
 from search.views import highlight
 from tests.factories import NotebookFactory, NoteFactory
-from tests.search.test_retrieval import make_attachment
+from tests.fixtures.search import make_attachment
 
 pytestmark = pytest.mark.django_db
 CANARY = "zqxjcanary"

@@ -13,8 +13,8 @@ import pytest
 
 from attachments.services import attachment_ingest
 from search import retrieval
-from tests.conftest import upload
 from tests.factories import NotebookFactory, NoteFactory
+from tests.fixtures.documents import upload
 
 pytestmark = pytest.mark.django_db
 QUERY = "url line breaks hyphens"

@@ -11,8 +11,7 @@ import os
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,54 +20,14 @@ import requests
 
 from accounts.services import api_token_create
 from core import embeddings
-from tests.chat.test_offline_answers import ask_a_note
 from tests.daphne_server import start_daphne
 from tests.factories import NotebookFactory, NoteFactory
-from tests.search.test_retrieval import make_attachment
+from tests.fixtures.answers import ask_a_note
+from tests.fixtures.search import HELD_FOR, make_attachment
+from tests.fixtures.waiting import poll
 
 ROOT = Path(__file__).resolve().parents[2]
 WARMING = "Warming up the search model: these results match your words only"
-HELD_FOR = 300  # seconds a held load waits at most: a test that never releases still ends
-
-
-class HeldLoad:
-    """The local model's load, held until `release()`: `started` is set once it waits."""
-
-    def __init__(self, wait: Callable[[], bool]) -> None:
-        self.wait = wait
-        self.started = threading.Event()
-        self.release_event = threading.Event()
-
-    def release(self) -> None:
-        self.release_event.set()
-
-
-@pytest.fixture
-def held_load(settings, monkeypatch) -> Iterator[HeldLoad]:
-    """Warm-up on, this process's model unloaded, and its next load held. The real model
-    (loaded once, kept across tests) is what the held load returns when released."""
-    settings.EMBEDDING_WARM_UP = True
-    config = embeddings._config()
-    kept = embeddings._loaded.pop(config, None)
-    original = embeddings._construct
-    held = HeldLoad(lambda: held.release_event.wait(HELD_FOR))
-
-    def construct(*args: Any) -> embeddings.Embedder:
-        held.started.set()
-        if not held.wait():
-            raise RuntimeError("the held model load was never released")
-        return kept if kept is not None and args == config else original(*args)
-
-    monkeypatch.setattr(embeddings, "_construct", construct)
-    monkeypatch.setattr(embeddings._WarmUp, "thread", None)
-    monkeypatch.setattr(embeddings._WarmUp, "config", None)
-    yield held
-    held.release()
-    if embeddings._WarmUp.thread is not None:
-        embeddings._WarmUp.thread.join(HELD_FOR)
-    loaded = embeddings._loaded.pop(config, None)
-    if kept is not None or loaded is not None:
-        embeddings._loaded[config] = kept or loaded  # type: ignore[assignment]
 
 
 @pytest.fixture
@@ -236,12 +195,7 @@ def test_the_first_search_of_a_fresh_server_answers_while_the_model_is_still_loa
 
 
 def _wait_for(condition: Callable[[], bool]) -> bool:
-    deadline = time.monotonic() + HELD_FOR
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.2)
-    return False
+    return bool(poll(condition, HELD_FOR, interval=0.2))
 
 
 def test_a_follow_up_does_not_wait_for_the_warm_up_to_rank_earlier_messages(

@@ -32,9 +32,9 @@ import pytest
 import requests
 from playwright.sync_api import Browser, Page, WebSocket, expect
 
-from tests.conftest import EVAL_PDFS
 from tests.fake_chat import Answer, FakeChat, fake_chat_server
 from tests.fake_openai import FakeOpenAI, fake_openai_server
+from tests.fixtures.documents import EVAL_PDFS
 from tests.topology.stack import (
     DEPLOY,
     NGINX,

@@ -15,8 +15,8 @@ from chat import services
 from chat.models import Conversation, Message
 from core.markdown import render_markdown
 from notes.models import Note
-from tests.conftest import EVAL_PDFS
 from tests.factories import NotebookFactory, NoteFactory
+from tests.fixtures.documents import EVAL_PDFS
 
 pytestmark = pytest.mark.django_db
 

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import inspect
 import logging
 from datetime import timedelta
 
 import pytest
 from django.apps import apps
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+from django.db.migrations.operations import RunPython
 from django.utils import timezone
 from django_q.models import Schedule
 
@@ -39,7 +43,21 @@ def repeating_schedules() -> set[str]:
     return set(Schedule.objects.filter(repeats=-1).values_list("func", flat=True))
 
 
+def replay_schedule_migrations() -> None:
+    """The schedules as the migrations leave them, from none: every RunPython step that writes
+    django-q2 schedules, in the order `migrate` runs them. (Migration data cannot be assumed
+    present: a transactional test that ran earlier in this process flushed it.)"""
+    Schedule.objects.all().delete()
+    executor = MigrationExecutor(connection)
+    leaves = executor.loader.graph.leaf_nodes()
+    for migration, _ in executor.migration_plan(leaves, clean_start=True):
+        for operation in migration.operations:
+            if isinstance(operation, RunPython) and "Schedule" in inspect.getsource(operation.code):
+                operation.code(apps, None)
+
+
 def test_the_migrations_leave_one_reaper_schedule_and_the_reverse_restores_the_old_ones():
+    replay_schedule_migrations()
     # Besides core's reaper, only chat's sweep of abandoned answers (not a fenced kind).
     assert repeating_schedules() == {"core.jobs.job_reap", "chat.tasks.interrupt_abandoned_answers"}
     migration = importlib.import_module("core.migrations.0003_one_reaper_schedule")

@@ -8,6 +8,7 @@ import importlib
 import inspect
 import logging
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.apps import apps
@@ -53,7 +54,8 @@ def replay_schedule_migrations() -> None:
     for migration, _ in executor.migration_plan(leaves, clean_start=True):
         for operation in migration.operations:
             if isinstance(operation, RunPython) and "Schedule" in inspect.getsource(operation.code):
-                operation.code(apps, None)
+                code: Any = operation.code
+                code(apps, None)
 
 
 def test_the_migrations_leave_one_reaper_schedule_and_the_reverse_restores_the_old_ones():

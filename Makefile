@@ -31,11 +31,14 @@ run: install
 ## Run the whole test suite (unit, integration, process and browser tests) in TEST_PROCESSES
 ## pytest processes at once (pytest-xdist): much of it waits on servers, workers and sockets,
 ## so two processes keep two cores busy. Whole files go to one process (--dist loadfile: a
-## module's fixtures are made once; each process runs its browser tests after the others).
+## module's fixtures are made once). The browser tests run second, in a run of their own:
+## Playwright's sync API keeps an event loop in each process's main thread, which breaks
+## async_to_sync in any test after it, and xdist does not keep them last in every process.
 ## `pytest tests/x.py` alone still runs in one process.
 TEST_PROCESSES ?= 2
 test: install-dev chromium
-	$(PY) -m pytest -n $(TEST_PROCESSES) --dist loadfile
+	$(PY) -m pytest -n $(TEST_PROCESSES) --dist loadfile -m "not e2e"
+	$(PY) -m pytest -n $(TEST_PROCESSES) --dist loadfile -m e2e
 
 ## The several-machines test (tests/topology, ~2 min; README, "Running on several machines"):
 ## PostgreSQL over TCP, redis-server, nginx, two web processes, two workers, one killed of each.

@@ -45,13 +45,15 @@ def test_a_found_invoice_opens_in_the_split_view(
     page.locator("input[data-file-input]").set_input_files(str(invoice))
     wait_until_ready(page.locator("#attachment-list > li[id^='attachment-']"), viewer_worker)
     attachment = NoteAttachment.objects.get(note=note)
-    profile = SourceProfile.objects.get(attachment=attachment)
-    for _ in range(60):  # the worker writes the profile right after the source is ready
-        profile.refresh_from_db()
-        if profile.status == "ready":
+    # The profile is asked for after the source is ready (attachments.signals.source_ready,
+    # after the guides' receiver), so its row may not exist yet when the list says ready.
+    profile = None
+    for _ in range(60):
+        profile = SourceProfile.objects.filter(attachment=attachment).first()
+        if profile is not None and profile.status == "ready":
             break
         page.wait_for_timeout(500)
-    assert profile.status == "ready"
+    assert profile is not None and profile.status == "ready"
     assert profile.doc_type == "invoice"
 
     page.goto("/search/?q=invoice&mode=documents")

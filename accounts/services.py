@@ -7,8 +7,6 @@ import secrets
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -16,7 +14,7 @@ from django.utils import timezone
 from django.utils.translation import gettext, ngettext
 
 from accounts.models import ApiToken, Invitation, generate_token, hash_token, invitation_expiry
-from core.websocket import UserClose, user_group_name
+from core.websocket import user_sockets_tell
 
 if TYPE_CHECKING:
     from core.types import User
@@ -80,12 +78,7 @@ def user_sockets_close(*, user: User) -> None:
     """After the transaction commits, tell the user's open sockets to check their sessions:
     those whose session has ended (logged out, password changed) close with 4401, the others
     stay open. Call it after the session is flushed or the password saved."""
-    layer = get_channel_layer()
-    if layer is None:
-        return
-    event: UserClose = {"type": "user.close"}
-    group = user_group_name(user.pk)
-    transaction.on_commit(lambda: async_to_sync(layer.group_send)(group, event))
+    user_sockets_tell(user_id=user.pk, event={"type": "user.close"})
 
 
 def invitation_create(

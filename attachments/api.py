@@ -22,6 +22,7 @@ from attachments.validation import download_name, upload_batch_limit_error
 from core.params import Id
 from core.ratelimit import rate_limit, user_key
 from core.types import AuthenticatedHttpRequest
+from notes.models import Role
 from notes.selectors import note_get
 
 router = Router(tags=["attachments"])
@@ -41,7 +42,7 @@ def create_attachments(
     is checked on its own: 201 if at least one was stored, else 409 (all duplicates) or 422,
     with a reason per file. More files than the upload rate allows: 429 with Retry-After,
     nothing stored."""
-    note = note_get(user=request.user, note_id=note_id)
+    note = note_get(user=request.user, note_id=note_id, role=Role.EDITOR)
     if (too_many := upload_batch_limit_error(len(files))) is not None:
         error = UploadErrorOut(file="", detail=" ".join(too_many.messages), code="too_many_files")
         return Status(422, UploadOut(attachments=[], notes=[], errors=[error]))
@@ -136,19 +137,25 @@ def submit_attachment_password(
 ) -> NoteAttachment:
     """Unlock a password-protected PDF (used once, never stored). 422 on a wrong password;
     after 3 wrong ones, 409 until `reprocess` is called."""
-    attachment = selectors.attachment_get(user=request.user, attachment_id=attachment_id)
+    attachment = selectors.attachment_get(
+        user=request.user, attachment_id=attachment_id, role=Role.EDITOR
+    )
     return services.attachment_submit_password(attachment=attachment, password=payload.password)
 
 
 @router.post("/attachments/{attachment_id}/reprocess", response=AttachmentOut)
 def reprocess_attachment(request: AuthenticatedHttpRequest, attachment_id: Id) -> NoteAttachment:
-    attachment = selectors.attachment_get(user=request.user, attachment_id=attachment_id)
+    attachment = selectors.attachment_get(
+        user=request.user, attachment_id=attachment_id, role=Role.EDITOR
+    )
     rate_limit(scope="reprocess", key=user_key(request.user))  # 429 beyond it (notebook.api)
     return services.attachment_reprocess(attachment=attachment)
 
 
 @router.delete("/attachments/{attachment_id}", response={204: None})
 def delete_attachment(request: AuthenticatedHttpRequest, attachment_id: Id) -> Status[None]:
-    attachment = selectors.attachment_get(user=request.user, attachment_id=attachment_id)
+    attachment = selectors.attachment_get(
+        user=request.user, attachment_id=attachment_id, role=Role.EDITOR
+    )
     services.attachment_delete(attachment=attachment)
     return Status(204, None)

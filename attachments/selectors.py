@@ -8,7 +8,8 @@ from django.db.models import QuerySet, Sum
 from django.shortcuts import get_object_or_404
 
 from attachments.models import DocumentPage, NoteAttachment
-from notes.selectors import note_get, notebook_get, visible_notes
+from notes.models import Role
+from notes.selectors import note_get, notebook_check, notebook_get, visible_notes
 
 if TYPE_CHECKING:
     from core.types import User
@@ -35,11 +36,14 @@ def notebook_sources(*, user: User, notebook_id: int) -> QuerySet[NoteAttachment
     )
 
 
-def attachment_get(*, user: User, attachment_id: int) -> NoteAttachment:
-    """One attachment on a note the user may see; Http404 otherwise."""
-    return get_object_or_404(
+def attachment_get(*, user: User, attachment_id: int, role: Role = Role.VIEWER) -> NoteAttachment:
+    """One attachment on a note the user may see; Http404 otherwise, PermissionDenied if the
+    user's role in its notebook is short of `role` (Role.EDITOR to change or remove it)."""
+    attachment = get_object_or_404(
         _visible_attachments(user=user).select_related("note", "note__notebook"), pk=attachment_id
     )
+    notebook_check(user=user, notebook=attachment.note.notebook, role=role)
+    return attachment
 
 
 def searchable_attachments(

@@ -32,8 +32,8 @@ from core.ratelimit import (
 )
 from core.textutil import join_hyphenated
 from core.types import AuthenticatedHttpRequest
-from notes.models import Note, Notebook
-from notes.selectors import note_get, notebook_get
+from notes.models import Note, Notebook, Role
+from notes.selectors import note_get, notebook_get, notebook_role, role_allows
 
 ROW = "attachments/_row.html"
 SOURCE_ROW = "attachments/_source.html"
@@ -47,7 +47,18 @@ def _row(
     error: str = "",
     status: int = 200,
 ) -> HttpResponse:
-    return render(request, ROW, {"attachment": attachment, "row_error": error}, status=status)
+    context = {
+        "attachment": attachment,
+        "row_error": error,
+        "read_only": _read_only(request, attachment.note.notebook),
+    }
+    return render(request, ROW, context, status=status)
+
+
+def _read_only(request: AuthenticatedHttpRequest, notebook: Notebook) -> bool:
+    """Whether the user only views this shared notebook: its pages leave out what they could
+    not do (the server refuses it anyway)."""
+    return not role_allows(notebook_role(user=request.user, notebook=notebook), Role.EDITOR)
 
 
 @login_required
@@ -57,7 +68,7 @@ def attachment_upload(request: AuthenticatedHttpRequest, note_id: int) -> HttpRe
     becomes a new note of the same notebook (the note's own text is left alone). The page's
     uploader (XHR, one file per request) and htmx get row fragments (a row per stored file, an
     error row per refused one); a plain form post gets messages and a redirect back."""
-    note = note_get(user=request.user, note_id=note_id)
+    note = note_get(user=request.user, note_id=note_id, role=Role.EDITOR)
     back = reverse("attachments:note_detail", args=[note.pk])
     added = gettext("Uploaded “%(name)s”. Processing starts now.")
     return _upload(request, notebook=note.notebook, note=note, back=back, row=ROW, added=added)
@@ -69,14 +80,14 @@ def notebook_source_upload(request: AuthenticatedHttpRequest, notebook_id: int) 
     """Files dropped on the workspace's sources pane. `note` names a note of the notebook to
     attach PDFs to; without one, each PDF becomes a new note titled after it. A text file
     always becomes a new note. Answers like `attachment_upload`."""
-    notebook = notebook_get(user=request.user, notebook_id=notebook_id)
+    notebook = notebook_get(user=request.user, notebook_id=notebook_id, role=Role.EDITOR)
     back = reverse("workspace:page", args=[notebook.pk])
     fragment = _wants_fragment(request)
     note = None
     if raw := request.POST.get("note", "").strip():
         if (note_id := parse_id(raw)) is None:
             return _refuse(request, fragment, back, gettext("Choose a note from the list."))
-        note = note_get(user=request.user, note_id=note_id)
+        note = note_get(user=request.user, note_id=note_id, role=Role.EDITOR)
         if note.notebook_id != notebook.pk:
             return _refuse(request, fragment, back, gettext("That note is in another notebook."))
     added = gettext("Added “%(name)s” to the note “%(title)s”. Processing starts now.")
@@ -337,7 +348,9 @@ RUNNING_LINE_TITLE = gettext_lazy(
 @login_required
 @require_POST
 def attachment_reprocess(request: AuthenticatedHttpRequest, attachment_id: int) -> HttpResponse:
-    attachment = selectors.attachment_get(user=request.user, attachment_id=attachment_id)
+    attachment = selectors.attachment_get(
+        user=request.user, attachment_id=attachment_id, role=Role.EDITOR
+    )
     error = ""
     refused: RateLimited | None = None
     try:
@@ -362,7 +375,9 @@ def attachment_reprocess(request: AuthenticatedHttpRequest, attachment_id: int) 
 @login_required
 @require_http_methods(["GET", "POST"])
 def attachment_delete(request: AuthenticatedHttpRequest, attachment_id: int) -> HttpResponse:
-    attachment = selectors.attachment_get(user=request.user, attachment_id=attachment_id)
+    attachment = selectors.attachment_get(
+        user=request.user, attachment_id=attachment_id, role=Role.EDITOR
+    )
     if request.method == "POST":
         services.attachment_delete(attachment=attachment)
         if request.htmx:
@@ -377,7 +392,9 @@ def attachment_delete(request: AuthenticatedHttpRequest, attachment_id: int) -> 
 @login_required
 @require_POST
 def attachment_password(request: AuthenticatedHttpRequest, attachment_id: int) -> HttpResponse:
-    attachment = selectors.attachment_get(user=request.user, attachment_id=attachment_id)
+    attachment = selectors.attachment_get(
+        user=request.user, attachment_id=attachment_id, role=Role.EDITOR
+    )
     error = ""
     try:
         attachment = services.attachment_submit_password(
@@ -397,7 +414,9 @@ def attachment_password(request: AuthenticatedHttpRequest, attachment_id: int) -
 @require_POST
 def attachment_unlock_reset(request: AuthenticatedHttpRequest, attachment_id: int) -> HttpResponse:
     attachment = services.attachment_unlock_reset(
-        attachment=selectors.attachment_get(user=request.user, attachment_id=attachment_id)
+        attachment=selectors.attachment_get(
+            user=request.user, attachment_id=attachment_id, role=Role.EDITOR
+        )
     )
     if request.htmx:
         return _row(request, attachment)
@@ -411,6 +430,7 @@ def note_detail(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse
     note = note_get(user=request.user, note_id=note_id)
     context = {
         "note": note,
+        "read_only": _read_only(request, note.notebook),
         "attachments": selectors.attachment_list(user=request.user, note_id=note.pk),
         "max_upload_mb": settings.MAX_UPLOAD_MB,
     }

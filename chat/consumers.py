@@ -47,7 +47,13 @@ from chat.rendering import IN_PROGRESS, activity, present
 from core import metrics
 from core.params import parse_id
 from core.ratelimit import RateLimited
-from core.websocket import CLOSE_SESSION_ENDED, UserClose, session_is_current, user_group_name
+from core.websocket import (
+    CLOSE_SESSION_ENDED,
+    AccessChanged,
+    UserClose,
+    session_is_current,
+    user_group_name,
+)
 
 if TYPE_CHECKING:
     from core.types import User
@@ -85,6 +91,10 @@ class ShowMessages(TypedDict):
     type: Literal["chat.show"]
     question_id: int | None
     answer_id: int
+
+
+# The close code of a socket whose conversation the user may no longer see (like HTTP's 404).
+CLOSE_ACCESS_ENDED = 4404
 
 
 class Refused(Exception):
@@ -308,7 +318,7 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels is
                 await self._ask(data.get("content"), data.get("mode"), chosen)
         except Refused:
             # The conversation went away or is no longer this user's: say nothing more.
-            await self.close(code=4404)
+            await self.close(code=CLOSE_ACCESS_ENDED)
 
     async def _ask(
         self, content: object, mode: object = "", chosen: tuple[object, object] = ("", "")
@@ -353,6 +363,18 @@ class ChatConsumer(AsyncWebsocketConsumer):  # type: ignore[misc]  # channels is
         """A session of this user ended: close if it was this socket's (another device's
         socket stays open)."""
         await self._session_current()
+
+    async def access_changed(self, event: AccessChanged) -> None:
+        """The user's access to a notebook changed (notes.services: a membership revoked,
+        ownership moved): a socket whose conversation they can no longer see closes at once,
+        in the middle of an answer too."""
+        if self.ended:
+            return
+        try:
+            await in_socket_thread(_conversation)(self.user, self.conversation_id)
+        except Refused:
+            self.ended = True
+            await self.close(code=CLOSE_ACCESS_ENDED)
 
     async def chat_show(self, event: ShowMessages) -> None:
         if self.ended:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from html import escape
 from html.parser import HTMLParser
 from pathlib import PurePosixPath
@@ -29,6 +30,8 @@ from chat.claims import CLOSE, OPEN, clean, unbacked_spans
 from chat.models import Message
 from core.markdown import render_markdown
 from grounding.citations import MARKER
+from notes.models import Role
+from notes.selectors import notebook_role, role_allows
 
 IN_PROGRESS = (Message.Status.PENDING, Message.Status.STREAMING)
 FAILED = (Message.Status.ERROR, Message.Status.INTERRUPTED)
@@ -85,6 +88,14 @@ class MessageView:
     @property
     def failed(self) -> bool:
         return self.message.status in FAILED
+
+    @cached_property
+    def can_save(self) -> bool:
+        """Whether "Save to note" is offered: the conversation's owner (the only one who sees
+        it) may write notes in its notebook (not a viewer of a shared one)."""
+        conversation = self.message.conversation
+        role = notebook_role(user=conversation.owner, notebook=conversation.notebook)
+        return role_allows(role, Role.EDITOR)
 
     @property
     def unbacked(self) -> int:

@@ -20,7 +20,8 @@ from chat.models import Message
 from chat.rendering import page_label, shown_links, sources
 from core.markdown import escape_markdown, inert_links
 from core.textutil import clip
-from notes.models import Note
+from notes.models import Note, Role
+from notes.selectors import notebook_check
 from notes.services import note_create, note_update
 
 if TYPE_CHECKING:
@@ -84,6 +85,8 @@ def answer_save_to_note(*, user: User, answer: Message, note: Note | None = None
             code="unsourced",
         )
     conversation = answer.conversation
+    # A viewer of a shared notebook asks in their own conversations but writes no notes there.
+    notebook_check(user=user, notebook=conversation.notebook, role=Role.EDITOR)
     body = answer_markdown(answer)
     if note is None:
         question = answer.reply_to.content if answer.reply_to_id else ""  # type: ignore[union-attr]
@@ -96,4 +99,4 @@ def answer_save_to_note(*, user: User, answer: Message, note: Note | None = None
     if note.is_trashed:
         raise ValidationError(_("That note is in the trash. Restore it first."), code="trashed")
     joined = f"{note.body.rstrip()}\n\n---\n\n{body}" if note.body.strip() else body
-    return note_update(note=note, body=joined)
+    return note_update(note=note, body=joined, editor=user)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -248,6 +248,7 @@ def message_save(request: AuthenticatedHttpRequest, message_id: int) -> HttpResp
         else:
             error = _("Choose a note from the list.")
     refused: RateLimited | None = None
+    status = 0
     if not error:
         try:
             rate_limit(scope="note", key=user_key(request.user))  # the note is indexed again
@@ -256,9 +257,13 @@ def message_save(request: AuthenticatedHttpRequest, message_id: int) -> HttpResp
             error, refused = exc.message, exc
         except ValidationError as exc:
             error = " ".join(exc.messages)
+        except PermissionDenied as exc:  # a viewer of a shared notebook: said in place
+            error, status = str(exc), 403
     context = {"message": message, "note": note, "error": error}
     if request.htmx:
-        response = render(request, "chat/_saved.html", context, status=400 if error else 200)
+        response = render(
+            request, "chat/_saved.html", context, status=(status or 400) if error else 200
+        )
         if refused:
             return too_many_requests(response, refused)
         if not error:

@@ -16,10 +16,13 @@ from importlib import import_module
 from typing import Any, Literal, TypedDict
 from urllib.parse import urlsplit
 
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
 from channels.security.websocket import WebsocketDenier
 from django.conf import settings
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
 from django.core.exceptions import ValidationError
+from django.db import transaction
 from django.http.request import split_domain_port, validate_host
 from django.utils.crypto import constant_time_compare
 
@@ -118,6 +121,24 @@ class UserClose(TypedDict):
     own session and closes if that one is gone."""
 
     type: Literal["user.close"]
+
+
+class AccessChanged(TypedDict):
+    """The user's access to a notebook changed (a membership revoked or narrowed, ownership
+    moved): each of their sockets checks afresh that it may still show what it shows."""
+
+    type: Literal["access.changed"]
+    notebook_id: int
+
+
+def user_sockets_tell(*, user_id: int, event: UserClose | AccessChanged) -> None:
+    """Send `event` to every open socket of the user once the transaction commits (nothing
+    when no channel layer is configured)."""
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    group = user_group_name(user_id)
+    transaction.on_commit(lambda: async_to_sync(layer.group_send)(group, event))
 
 
 def session_is_current(session_key: str | None, user_id: int) -> bool:

@@ -13,6 +13,7 @@ from core.params import Id
 from core.types import AuthenticatedHttpRequest
 from intelligence import selectors, services
 from intelligence.schemas import ProfileIn, ProfileOut
+from notes.models import Role
 
 router = Router(tags=["intelligence"])
 
@@ -69,9 +70,11 @@ def update_profile(
 ) -> dict[str, Any]:
     """Correct the type, name or data (validated; marks the profile edited so a regeneration
     keeps them). 404 for anyone else's source or a source not analysed yet."""
-    attachment = selectors.source_get(user=request.user, attachment_id=attachment_id)
+    attachment = selectors.source_get(
+        user=request.user, attachment_id=attachment_id, role=Role.EDITOR
+    )
     profile = selectors.profile_of(attachment)
-    if profile is None or attachment.note.notebook.owner_id != request.user.pk:
+    if profile is None:
         raise Http404
     services.profile_edit(
         profile=profile,

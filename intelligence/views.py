@@ -18,6 +18,7 @@ from attachments.naming import display_name
 from core.types import AuthenticatedHttpRequest
 from intelligence import selectors, services
 from intelligence.models import SourceProfile
+from notes.models import Role
 
 
 class ProfileForm(forms.Form):
@@ -86,9 +87,11 @@ def source_view(request: AuthenticatedHttpRequest, attachment_id: int) -> HttpRe
 @require_http_methods(["POST"])
 def profile_edit(request: AuthenticatedHttpRequest, attachment_id: int) -> HttpResponse:
     """The owner corrects type, name and data: all validated first, then written at once."""
-    attachment = selectors.source_get(user=request.user, attachment_id=attachment_id)
+    attachment = selectors.source_get(
+        user=request.user, attachment_id=attachment_id, role=Role.EDITOR
+    )
     profile = selectors.profile_of(attachment)
-    if profile is None or attachment.note.notebook.owner_id != request.user.pk:
+    if profile is None:
         raise Http404
     form = ProfileForm(request.POST)
     if form.is_valid():

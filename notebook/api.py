@@ -6,6 +6,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import (
+    PermissionDenied,
     RequestDataTooBig,
     TooManyFieldsSent,
     TooManyFilesSent,
@@ -68,6 +69,13 @@ def validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse
     status = 409 if getattr(exc, "code", None) in conflicts else 422
     detail = "; ".join(m for msgs in errors.values() for m in msgs)
     return api.create_response(request, {"detail": detail, "errors": errors}, status=status)
+
+
+@api.exception_handler(PermissionDenied)
+def permission_denied(request: HttpRequest, exc: PermissionDenied) -> HttpResponse:
+    # A member of a shared notebook whose role does not allow this (notes.selectors).
+    detail = str(exc) or "You are not allowed to do this."
+    return api.create_response(request, {"detail": detail}, status=403)
 
 
 @api.exception_handler(RateLimited)

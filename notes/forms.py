@@ -43,3 +43,19 @@ class NoteForm(forms.ModelForm[Note]):
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.fields["title"].required = False
+
+
+ROLE_CHOICES = [("viewer", gettext_lazy("Viewer")), ("editor", gettext_lazy("Editor"))]
+
+
+class ShareForm(forms.Form):
+    user = forms.CharField(
+        max_length=254,
+        label=gettext_lazy("Username or email"),
+        widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false"}),
+    )
+    role = forms.ChoiceField(choices=ROLE_CHOICES, initial="viewer", label=gettext_lazy("Role"))
+
+
+class RoleForm(forms.Form):
+    role = forms.ChoiceField(choices=ROLE_CHOICES, label=gettext_lazy("Role"))

@@ -4,11 +4,13 @@ from django.conf import settings
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 from pgvector.django import HnswIndex, VectorField
 
 
 class Notebook(models.Model):
-    """A collection of notes. Access goes through notes.selectors (owner today, members later)."""
+    """A collection of notes. Access goes through notes.selectors: its owner, and the users it
+    is shared with (NotebookMembership), each with a role."""
 
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notebooks"
@@ -26,12 +28,58 @@ class Notebook(models.Model):
         return self.title
 
 
+class Role(models.TextChoices):
+    """What a user may do in a notebook, each role including the ones before it."""
+
+    VIEWER = "viewer", _("Viewer")  # read notes and sources, search, ask (own conversations)
+    EDITOR = "editor", _("Editor")  # also edit notes, add and remove sources
+    OWNER = "owner", _("Owner")  # also rename, delete, share; one per notebook (Notebook.owner)
+
+
+ROLE_RANK = {Role.VIEWER: 1, Role.EDITOR: 2, Role.OWNER: 3}
+
+
+class NotebookMembership(models.Model):
+    """A notebook shared with a user who is not its owner, as viewer or editor."""
+
+    notebook = models.ForeignKey(Notebook, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    role = models.CharField(
+        max_length=10,
+        choices=[(Role.VIEWER, Role.VIEWER.label), (Role.EDITOR, Role.EDITOR.label)],
+        default=Role.VIEWER,
+    )
+    added_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["notebook", "user"], name="membership_unique_user"),
+            models.CheckConstraint(
+                condition=models.Q(role__in=["viewer", "editor"]), name="membership_role_valid"
+            ),
+        ]
+        indexes = [models.Index(fields=["user", "notebook"])]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.notebook} ({self.role})"
+
+
 class Note(models.Model):
     """A Markdown note in a notebook; `trashed_at` set means it is in the trash."""
 
     notebook = models.ForeignKey(Notebook, on_delete=models.CASCADE, related_name="notes")
     author = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="notes"
+    )
+    # Who saved the title or body last (the author until someone else edits a shared note).
+    last_edited_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
     title = models.CharField(max_length=200)
     body = models.TextField(blank=True)

@@ -20,6 +20,8 @@ class NotebookOut(Schema):
     title: str
     description: str
     note_count: int
+    role: str = Field(description="Your role in it: owner, editor or viewer.")
+    owner: str = Field(alias="owner.username", description="The owner's username.")
     created_at: datetime
     updated_at: datetime
 
@@ -39,6 +41,28 @@ class NoteOut(Schema):
     notebook_id: int
     title: str
     body: str
+    author_id: int | None
+    last_edited_by_id: int | None
     trashed_at: datetime | None
     created_at: datetime
     updated_at: datetime
+
+
+class MemberIn(Schema):
+    user: str = Field(max_length=254, description="Username or email address.")
+    role: str = Field("viewer", description="viewer or editor.")
+
+
+class MemberPatch(Schema):
+    role: str = Field(description="viewer or editor.")
+
+
+class MemberOut(Schema):
+    user_id: int
+    username: str = Field(alias="user.username")
+    role: str
+    created_at: datetime
+
+
+class OwnerIn(Schema):
+    user_id: int = Field(description="A member who becomes the owner; you become an editor.")

@@ -1,18 +1,22 @@
 """Reads of notebooks and notes, always scoped to what `user` may see.
 
-Today a user sees the notebooks they own. Sharing will widen `_visible_notebooks` (owner or member)
-and every read below follows, because nothing else touches Notebook/Note querysets for users.
-Another user's object raises Http404, exactly like a missing one.
+A user sees the notebooks they own and those shared with them (NotebookMembership); every read
+below, and every other app's, goes through `_visible_notebooks`, so nothing else decides who
+sees a notebook. A write asks for a role (`role=Role.EDITOR`, `Role.OWNER`): a member whose
+role is short of it gets PermissionDenied (403: they can see the thing, not change it); anyone
+else gets Http404, exactly like a missing object.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, TypedDict, cast
 
-from django.db.models import Count, Q, QuerySet
+from django.core.exceptions import PermissionDenied
+from django.db.models import Case, CharField, Count, OuterRef, Q, QuerySet, Subquery, Value, When
 from django.shortcuts import get_object_or_404
+from django.utils.translation import gettext_lazy as _
 
-from notes.models import Note, Notebook
+from notes.models import ROLE_RANK, Note, Notebook, NotebookMembership, Role
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
@@ -20,12 +24,27 @@ if TYPE_CHECKING:
     from core.types import User
 
 
-class NoteCount(TypedDict):
+class NotebookAnnotations(TypedDict):
     note_count: int
+    role: str
 
 
 def _visible_notebooks(*, user: User) -> QuerySet[Notebook]:
-    return Notebook.objects.filter(owner=user)
+    shared = NotebookMembership.objects.filter(user=user).values("notebook_id")
+    return Notebook.objects.filter(Q(owner=user) | Q(pk__in=shared))
+
+
+def _with_role(notebooks: QuerySet[Notebook], *, user: User) -> QuerySet[Notebook]:
+    member_role = NotebookMembership.objects.filter(notebook=OuterRef("pk"), user=user).values(
+        "role"
+    )[:1]
+    return notebooks.annotate(
+        role=Case(
+            When(owner=user, then=Value(Role.OWNER.value)),
+            default=Subquery(member_role),
+            output_field=CharField(),
+        )
+    )
 
 
 def visible_notes(*, user: User) -> QuerySet[Note]:
@@ -33,16 +52,54 @@ def visible_notes(*, user: User) -> QuerySet[Note]:
     return Note.objects.filter(notebook__in=_visible_notebooks(user=user))
 
 
-def notebook_list(*, user: User) -> QuerySet[WithAnnotations[Notebook, NoteCount]]:
-    """The user's notebooks, newest first, each with `note_count` (notes not in the trash)."""
-    return _visible_notebooks(user=user).annotate(
+def notebook_list(*, user: User) -> QuerySet[WithAnnotations[Notebook, NotebookAnnotations]]:
+    """The notebooks the user owns or is a member of, newest first, each with `note_count`
+    (notes not in the trash) and the user's `role` in it ("owner", "editor", "viewer")."""
+    notebooks = _with_role(_visible_notebooks(user=user), user=user).annotate(
         note_count=Count("notes", filter=Q(notes__trashed_at__isnull=True))
     )
+    return cast("QuerySet[WithAnnotations[Notebook, NotebookAnnotations]]", notebooks)
 
 
-def notebook_get(*, user: User, notebook_id: int) -> Notebook:
-    """One notebook the user may see, with `note_count`; Http404 otherwise."""
-    return get_object_or_404(notebook_list(user=user), pk=notebook_id)
+def role_allows(role: str, needed: Role) -> bool:
+    return ROLE_RANK.get(Role(role), 0) >= ROLE_RANK[needed] if role else False
+
+
+def notebook_role(*, user: User, notebook: Notebook) -> str:
+    """The user's role in a notebook ("owner", "editor", "viewer"), "" for none."""
+    if notebook.owner_id == user.pk:
+        return Role.OWNER.value
+    membership = NotebookMembership.objects.filter(notebook=notebook, user=user).first()
+    return membership.role if membership else ""
+
+
+def notebook_check(*, user: User, notebook: Notebook, role: Role) -> None:
+    """PermissionDenied unless the user's role in this (visible) notebook reaches `role`."""
+    if role is Role.VIEWER:
+        return
+    current = getattr(notebook, "role", None)
+    if current is None:
+        current = notebook_role(user=user, notebook=notebook)
+    if not role_allows(current, role):
+        raise PermissionDenied(_REFUSALS[role])
+
+
+_REFUSALS = {
+    Role.EDITOR: _(
+        "You can read this notebook but not change it: ask its owner to make you an editor."
+    ),
+    Role.OWNER: _("Only the notebook's owner can do this."),
+}
+
+
+def notebook_get(
+    *, user: User, notebook_id: int, role: Role = Role.VIEWER
+) -> WithAnnotations[Notebook, NotebookAnnotations]:
+    """One notebook the user may see, with `note_count` and `role`; Http404 otherwise, and
+    PermissionDenied if the user's role there is short of `role`."""
+    notebook = get_object_or_404(notebook_list(user=user), pk=notebook_id)
+    notebook_check(user=user, notebook=notebook, role=role)
+    return notebook
 
 
 def note_list(*, user: User, notebook_id: int, trashed: bool = False) -> QuerySet[Note]:
@@ -50,14 +107,34 @@ def note_list(*, user: User, notebook_id: int, trashed: bool = False) -> QuerySe
     notebook = notebook_get(user=user, notebook_id=notebook_id)
     return (
         Note.objects.filter(notebook=notebook, trashed_at__isnull=not trashed)
-        .select_related("notebook", "author")
+        .select_related("notebook", "author", "last_edited_by")
         .order_by("-trashed_at" if trashed else "-updated_at")
     )
 
 
-def note_get(*, user: User, note_id: int, include_trashed: bool = True) -> Note:
-    """One note in a notebook the user may see; Http404 otherwise (or if trashed, unless asked)."""
-    notes = visible_notes(user=user).select_related("notebook", "author")
+def note_get(
+    *, user: User, note_id: int, include_trashed: bool = True, role: Role = Role.VIEWER
+) -> Note:
+    """One note in a notebook the user may see; Http404 otherwise (or if trashed, unless asked),
+    PermissionDenied if the user's role there is short of `role`."""
+    notes = visible_notes(user=user).select_related("notebook", "author", "last_edited_by")
     if not include_trashed:
         notes = notes.filter(trashed_at__isnull=True)
-    return get_object_or_404(notes, pk=note_id)
+    note = get_object_or_404(notes, pk=note_id)
+    notebook_check(user=user, notebook=note.notebook, role=role)
+    return note
+
+
+def membership_list(*, user: User, notebook_id: int) -> QuerySet[NotebookMembership]:
+    """The members of a notebook the user may see (any member sees who has access)."""
+    notebook = notebook_get(user=user, notebook_id=notebook_id)
+    return NotebookMembership.objects.filter(notebook=notebook).select_related("user")
+
+
+def membership_get(*, user: User, notebook_id: int, member_id: int) -> NotebookMembership:
+    """One member (by user id) of a notebook the user owns; Http404 for anyone else."""
+    notebook = notebook_get(user=user, notebook_id=notebook_id, role=Role.OWNER)
+    return get_object_or_404(
+        NotebookMembership.objects.filter(notebook=notebook).select_related("user"),
+        user_id=member_id,
+    )

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import BigIntegerField, F, Func, Sum
@@ -15,8 +16,9 @@ from django.utils.formats import number_format
 from django.utils.translation import gettext, gettext_noop
 
 from core.quota import check_quota, lock_storage_of
+from core.websocket import user_sockets_tell
 from notes.indexing import note_enqueue_embedding, note_index_text
-from notes.models import Note, Notebook
+from notes.models import Note, Notebook, NotebookMembership, Role
 
 if TYPE_CHECKING:
     from core.types import User
@@ -101,14 +103,19 @@ def note_create(*, notebook: Notebook, author: User, title: str = "", body: str 
     body = _clean_body(body)
     with transaction.atomic():
         _check_quota(author_id=author.pk, title=title, body=body)
-        note = Note.objects.create(notebook=notebook, author=author, title=title, body=body)
+        note = Note.objects.create(
+            notebook=notebook, author=author, last_edited_by=author, title=title, body=body
+        )
         _touch(notebook)
         _reindex(note)
     return note
 
 
-def note_update(*, note: Note, title: str | None = None, body: str | None = None) -> Note:
-    """Change a note's title and/or body; fields left None are kept. Trashed notes are read-only."""
+def note_update(
+    *, note: Note, title: str | None = None, body: str | None = None, editor: User | None = None
+) -> Note:
+    """Change a note's title and/or body; fields left None are kept. Trashed notes are read-only.
+    `editor` (who saves it) is shown as the note's last editor; the author's quota pays."""
     if note.is_trashed:
         raise ValidationError(
             gettext("Restore the note from the trash before editing it."), code="trashed"
@@ -119,7 +126,11 @@ def note_update(*, note: Note, title: str | None = None, body: str | None = None
         note.body = _clean_body(body)
     with transaction.atomic():
         _check_quota(author_id=note.author_id, title=note.title, body=note.body, note_id=note.pk)
-        note.save(update_fields=["title", "body", "updated_at"])
+        fields = ["title", "body", "updated_at"]
+        if editor is not None:
+            note.last_edited_by = editor
+            fields.append("last_edited_by")
+        note.save(update_fields=fields)
         _touch(note.notebook)
         _reindex(note)
     return note
@@ -189,3 +200,99 @@ def note_delete(*, note: Note) -> None:
             gettext("Move the note to the trash before deleting it forever."), code="not_trashed"
         )
     note.delete()
+
+
+# --- sharing -----------------------------------------------------------------------------------
+
+SHAREABLE_ROLES = (Role.VIEWER, Role.EDITOR)
+
+
+def _role(role: str) -> Role:
+    if role not in SHAREABLE_ROLES:
+        raise ValidationError({"role": gettext("Choose viewer or editor.")}, code="invalid")
+    return Role(role)
+
+
+def _find_user(identifier: str) -> User:
+    """The active user with this username or email address (case-insensitive)."""
+    identifier = identifier.strip()
+    if not identifier:
+        raise ValidationError({"user": gettext("Give a username or an email address.")})
+    users = get_user_model().objects.filter(is_active=True)
+    found = list(users.filter(username__iexact=identifier)[:2])
+    if not found and "@" in identifier:
+        found = list(users.filter(email__iexact=identifier)[:2])
+    if len(found) != 1:
+        message = (
+            gettext("Several accounts use “%(who)s”: give the username instead.")
+            if found
+            else gettext("No one on this instance is called “%(who)s”.")
+        )
+        raise ValidationError({"user": message % {"who": identifier[:100]}}, code="invalid")
+    return found[0]
+
+
+def _access_changed(notebook: Notebook, *user_ids: int) -> None:
+    """Their open sockets check afresh whether they may still see this notebook's things."""
+    for user_id in user_ids:
+        user_sockets_tell(
+            user_id=user_id, event={"type": "access.changed", "notebook_id": notebook.pk}
+        )
+
+
+def membership_add(
+    *, notebook: Notebook, by: User, identifier: str, role: str = Role.VIEWER
+) -> NotebookMembership:
+    """Share the notebook with the user named by `identifier` (username or email) as viewer
+    or editor; sharing again with someone already a member changes their role."""
+    chosen = _role(role)
+    member = _find_user(identifier)
+    if member.pk == notebook.owner_id:
+        raise ValidationError({"user": gettext("That is the notebook's owner.")}, code="invalid")
+    with transaction.atomic():
+        # get_or_create copes with another request adding them at the same moment.
+        membership, created = NotebookMembership.objects.get_or_create(
+            notebook=notebook, user=member, defaults={"role": chosen, "added_by": by}
+        )
+        if not created and membership.role != chosen:
+            membership = membership_set_role(membership=membership, role=chosen)
+    return membership
+
+
+def membership_set_role(*, membership: NotebookMembership, role: str) -> NotebookMembership:
+    """Make a member a viewer or an editor; taking editing away takes effect at once."""
+    chosen = _role(role)
+    if membership.role != chosen:
+        membership.role = chosen
+        membership.save(update_fields=["role"])
+        _access_changed(membership.notebook, membership.user_id)
+    return membership
+
+
+def membership_remove(*, membership: NotebookMembership) -> None:
+    """Revoke a member's access (or a member leaves): their next request, API call, MCP call
+    and open socket find nothing of the notebook. Their own conversations and memories in it
+    stay theirs but out of reach (every read of them checks the notebook too), and come back
+    if the notebook is shared with them again."""
+    notebook, user_id = membership.notebook, membership.user_id
+    with transaction.atomic():
+        membership.delete()
+        _access_changed(notebook, user_id)
+
+
+def notebook_transfer(*, notebook: Notebook, to: NotebookMembership) -> Notebook:
+    """Hand the notebook to one of its members: they become its owner, the old owner stays
+    on as an editor."""
+    if to.notebook_id != notebook.pk:
+        raise ValidationError({"user": gettext("Only a member can become the owner.")})
+    with transaction.atomic():
+        locked = Notebook.objects.select_for_update().get(pk=notebook.pk)
+        old_owner_id, new_owner_id = locked.owner_id, to.user_id
+        to.delete()
+        NotebookMembership.objects.update_or_create(
+            notebook=locked, user_id=old_owner_id, defaults={"role": Role.EDITOR}
+        )
+        locked.owner_id = new_owner_id
+        locked.save(update_fields=["owner", "updated_at"])
+        _access_changed(locked, old_owner_id, new_owner_id)
+    return locked

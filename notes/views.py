@@ -26,7 +26,8 @@ from core.ratelimit import (
 )
 from core.types import AuthenticatedHttpRequest
 from notes import selectors, services
-from notes.forms import NotebookForm, NoteForm
+from notes.forms import NotebookForm, NoteForm, RoleForm, ShareForm
+from notes.models import Role
 
 
 def _template(request: AuthenticatedHttpRequest, page: str, partial: str) -> str:
@@ -53,14 +54,19 @@ def notebook_list(request: AuthenticatedHttpRequest) -> HttpResponse:
                 request, gettext("Created the notebook “%(title)s”.") % {"title": notebook.title}
             )
             form = NotebookForm()
-    context = {"form": form, "notebooks": selectors.notebook_list(user=request.user)}
+    notebooks = list(selectors.notebook_list(user=request.user).select_related("owner"))
+    context = {
+        "form": form,
+        "notebooks": [n for n in notebooks if n.role == Role.OWNER],
+        "shared_notebooks": [n for n in notebooks if n.role != Role.OWNER],
+    }
     return render(request, _template(request, "notes/notebook_list.html", "notebooks"), context)
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def notebook_rename(request: AuthenticatedHttpRequest, notebook_id: int) -> HttpResponse:
-    notebook = selectors.notebook_get(user=request.user, notebook_id=notebook_id)
+    notebook = selectors.notebook_get(user=request.user, notebook_id=notebook_id, role=Role.OWNER)
     # Own ids: in the list, this form sits beside the "New notebook" form with the same fields.
     form = NotebookForm(request.POST or None, instance=notebook, auto_id=f"id_nb{notebook.pk}_%s")
     if request.method == "POST" and form.is_valid():
@@ -86,7 +92,7 @@ def notebook_rename(request: AuthenticatedHttpRequest, notebook_id: int) -> Http
 @login_required
 @require_http_methods(["GET", "POST"])
 def notebook_delete(request: AuthenticatedHttpRequest, notebook_id: int) -> HttpResponse:
-    notebook = selectors.notebook_get(user=request.user, notebook_id=notebook_id)
+    notebook = selectors.notebook_get(user=request.user, notebook_id=notebook_id, role=Role.OWNER)
     if request.method == "POST":
         title = notebook.title
         services.notebook_delete(notebook=notebook)
@@ -125,7 +131,7 @@ def notebook_notes(request: AuthenticatedHttpRequest, notebook_id: int) -> HttpR
 @login_required
 @require_POST
 def note_create(request: AuthenticatedHttpRequest, notebook_id: int) -> HttpResponse:
-    notebook = selectors.notebook_get(user=request.user, notebook_id=notebook_id)
+    notebook = selectors.notebook_get(user=request.user, notebook_id=notebook_id, role=Role.EDITOR)
     back_url = reverse("workspace:page", args=[notebook.pk])
     try:
         rate_limit(scope="note", key=user_key(request.user))
@@ -143,7 +149,7 @@ def note_create(request: AuthenticatedHttpRequest, notebook_id: int) -> HttpResp
 @login_required
 @require_http_methods(["GET", "POST"])
 def note_edit(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
-    note = selectors.note_get(user=request.user, note_id=note_id)
+    note = selectors.note_get(user=request.user, note_id=note_id, role=Role.EDITOR)
     if note.is_trashed:
         messages.info(request, gettext("This note is in the trash. Restore it to edit it."))
         return redirect("attachments:note_detail", note_id=note.pk)
@@ -155,7 +161,7 @@ def note_edit(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
         try:
             if (title, body) != saved_text:  # a save that changes the text indexes it again
                 rate_limit(scope="note", key=user_key(request.user))
-            services.note_update(note=note, title=title, body=body)
+            services.note_update(note=note, title=title, body=body, editor=request.user)
         except RateLimited as exc:
             refused = exc
             form.add_error(None, exc.message)
@@ -175,7 +181,7 @@ def note_preview(request: AuthenticatedHttpRequest, note_id: int) -> HttpRespons
     and a body longer than a note may be is not rendered (Markdown takes seconds on such
     input, and the text could not be saved anyway)."""
     # Scoped like every other note URL, although it only renders the posted text.
-    selectors.note_get(user=request.user, note_id=note_id)
+    selectors.note_get(user=request.user, note_id=note_id, role=Role.EDITOR)
     template = "notes/note_edit.html#preview"
     try:
         rate_limit(scope="preview", key=user_key(request.user))
@@ -211,7 +217,9 @@ def _after_note_action(request: AuthenticatedHttpRequest, notebook_id: int) -> H
 @login_required
 @require_POST
 def note_trash(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
-    note = services.note_trash(note=selectors.note_get(user=request.user, note_id=note_id))
+    note = services.note_trash(
+        note=selectors.note_get(user=request.user, note_id=note_id, role=Role.EDITOR)
+    )
     messages.success(request, gettext("Moved “%(title)s” to the trash.") % {"title": note.title})
     return _after_note_action(request, note.notebook_id)
 
@@ -219,7 +227,9 @@ def note_trash(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def note_restore(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
-    note = services.note_restore(note=selectors.note_get(user=request.user, note_id=note_id))
+    note = services.note_restore(
+        note=selectors.note_get(user=request.user, note_id=note_id, role=Role.EDITOR)
+    )
     messages.success(request, gettext("Restored “%(title)s”.") % {"title": note.title})
     return _after_note_action(request, note.notebook_id)
 
@@ -227,7 +237,7 @@ def note_restore(request: AuthenticatedHttpRequest, note_id: int) -> HttpRespons
 @login_required
 @require_http_methods(["GET", "POST"])
 def note_delete(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse:
-    note = selectors.note_get(user=request.user, note_id=note_id)
+    note = selectors.note_get(user=request.user, note_id=note_id, role=Role.EDITOR)
     if request.method == "POST":
         try:
             services.note_delete(note=note)
@@ -237,3 +247,139 @@ def note_delete(request: AuthenticatedHttpRequest, note_id: int) -> HttpResponse
         messages.success(request, gettext("Deleted “%(title)s” forever.") % {"title": note.title})
         return _after_note_action(request, note.notebook_id)
     return render(request, "notes/note_delete.html", {"note": note})
+
+
+# --- sharing ------------------------------------------------------------------------------------
+
+
+def _share_response(
+    request: AuthenticatedHttpRequest,
+    notebook_id: int,
+    *,
+    form: ShareForm | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    """The share panel (htmx: the partial, swapped in place in the dialog; else the page)."""
+    notebook = selectors.notebook_get(user=request.user, notebook_id=notebook_id)
+    context = {
+        "notebook": notebook,
+        "members": selectors.membership_list(user=request.user, notebook_id=notebook_id),
+        "share_form": form or ShareForm(),
+        "is_owner": notebook.role == Role.OWNER,
+    }
+    template = _template(request, "notes/notebook_share.html", "share-panel")
+    return render(request, template, context, status=status)
+
+
+def _back_to_share(request: AuthenticatedHttpRequest, notebook_id: int) -> HttpResponse:
+    if request.htmx:
+        return _share_response(request, notebook_id)
+    return redirect("notes:notebook_share", notebook_id=notebook_id)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def notebook_share(request: AuthenticatedHttpRequest, notebook_id: int) -> HttpResponse:
+    """Who has access (any member sees it); the owner adds people by username or email."""
+    if request.method == "GET":
+        return _share_response(request, notebook_id)
+    notebook = selectors.notebook_get(user=request.user, notebook_id=notebook_id, role=Role.OWNER)
+    form = ShareForm(request.POST)
+    if form.is_valid():
+        try:
+            membership = services.membership_add(
+                notebook=notebook,
+                by=request.user,
+                identifier=form.cleaned_data["user"],
+                role=form.cleaned_data["role"],
+            )
+        except ValidationError as exc:
+            for message in exc.messages:
+                form.add_error("user", message)
+        else:
+            messages.success(
+                request,
+                gettext("Shared with %(user)s as %(role)s.")
+                % {"user": membership.user.get_username(), "role": membership.get_role_display()},
+            )
+            return _back_to_share(request, notebook_id)
+    # The form again with what is wrong (htmx swaps only 2xx here: templates/base.html).
+    return _share_response(request, notebook_id, form=form, status=200 if request.htmx else 400)
+
+
+@login_required
+@require_POST
+def member_update(
+    request: AuthenticatedHttpRequest, notebook_id: int, member_id: int
+) -> HttpResponse:
+    """The owner makes a member a viewer or an editor."""
+    membership = selectors.membership_get(
+        user=request.user, notebook_id=notebook_id, member_id=member_id
+    )
+    form = RoleForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, gettext("Choose viewer or editor."))
+        return _share_response(request, notebook_id, status=200 if request.htmx else 400)
+    services.membership_set_role(membership=membership, role=form.cleaned_data["role"])
+    messages.success(
+        request,
+        gettext("%(user)s is now %(role)s.")
+        % {"user": membership.user.get_username(), "role": membership.get_role_display()},
+    )
+    return _back_to_share(request, notebook_id)
+
+
+@login_required
+@require_POST
+def member_remove(
+    request: AuthenticatedHttpRequest, notebook_id: int, member_id: int
+) -> HttpResponse:
+    """The owner takes a member's access away, at once."""
+    membership = selectors.membership_get(
+        user=request.user, notebook_id=notebook_id, member_id=member_id
+    )
+    name = membership.user.get_username()
+    services.membership_remove(membership=membership)
+    messages.success(request, gettext("%(user)s no longer has access.") % {"user": name})
+    return _back_to_share(request, notebook_id)
+
+
+@login_required
+@require_POST
+def notebook_transfer(
+    request: AuthenticatedHttpRequest, notebook_id: int, member_id: int
+) -> HttpResponse:
+    """The owner hands the notebook to a member and stays on as an editor."""
+    membership = selectors.membership_get(
+        user=request.user, notebook_id=notebook_id, member_id=member_id
+    )
+    notebook = services.notebook_transfer(notebook=membership.notebook, to=membership)
+    messages.success(
+        request,
+        gettext("%(user)s now owns “%(title)s”; you are an editor.")
+        % {"user": membership.user.get_username(), "title": notebook.title},
+    )
+    return _back_to_share(request, notebook_id)
+
+
+@login_required
+@require_POST
+def notebook_leave(request: AuthenticatedHttpRequest, notebook_id: int) -> HttpResponse:
+    """A member leaves a notebook shared with them (the owner cannot: they hand it over or
+    delete it)."""
+    notebook = selectors.notebook_get(user=request.user, notebook_id=notebook_id)
+    membership = (
+        selectors.membership_list(user=request.user, notebook_id=notebook_id)
+        .filter(user=request.user)
+        .first()
+    )
+    if membership is None:
+        messages.error(
+            request, gettext("You own this notebook: hand it to a member or delete it instead.")
+        )
+        return redirect("notes:notebook_share", notebook_id=notebook_id)
+    services.membership_remove(membership=membership)
+    messages.success(request, gettext("You left “%(title)s”.") % {"title": notebook.title})
+    if request.htmx:
+        return HttpResponseClientRedirect(reverse("notes:notebook_list"))
+    return redirect("notes:notebook_list")

@@ -747,3 +747,62 @@ def test_metrics_carry_nothing_of_anyones(world, alice_client, alice_api):
         for sample in family.samples:
             values = [v for k, v in sample.labels.items() if k not in ("le", "quantile")]
             assert not ids & set(re.findall(r"\b\d+\b", " ".join(values))), sample
+
+
+# --- a member of Alice's notebook -------------------------------------------------------------
+
+DAVE_CANARY = "vrmk-canary-heron"
+DAVE_SENTENCE = f"My private question mentions {DAVE_CANARY}: how do URLs break across lines?"
+
+
+def test_a_members_private_conversation_and_memory_never_reach_the_owner(
+    world, alice_client, alice_api
+):
+    """Dave is a viewer of Alice's library: he reads her sources and asks about them, in a
+    conversation of his own whose question, answer, memory and summary carry his canary.
+    Alice, the owner, never sees any of it: not in her pages, lists, memory, search, mention
+    suggestions, nor in an answer to a follow-up she asks about the same PDF."""
+    from chat.models import Memory, Message
+    from notes.services import membership_add
+
+    dave = UserFactory.create(username="dave")
+    membership_add(notebook=world.book, by=world.alice, identifier="dave", role="viewer")
+    his = services.conversation_create(owner=dave, notebook=world.book, note=world.note)
+    ask(his, DAVE_SENTENCE)
+    assert DAVE_CANARY in his.messages.get(role="user").content
+    Message.objects.create(conversation=his, role="assistant", content=f"About {DAVE_CANARY} [1].")
+    Memory.objects.create(owner=dave, notebook=world.book, kind="fact", text=DAVE_SENTENCE)
+    answer = his.messages.filter(role="assistant").first()
+    his.summaries.create(text=DAVE_SENTENCE, first_message=answer, last_message=answer,
+                         message_count=1, summarizer="extractive")  # fmt: skip
+
+    def clean(text: str, where: str) -> None:
+        for form in (DAVE_CANARY, escape(DAVE_CANARY), "vrmk"):
+            assert form not in text, f"Dave's canary reached Alice in {where}"
+
+    book = world.book.pk
+    for url in ("/", f"/notebooks/{book}/", f"/notebooks/{book}/chats/",
+                f"/notebooks/{book}/memory/", f"/notebooks/{book}/share/",
+                f"/search/?q=vrmk+canary+heron&notebook={book}",
+                f"/chats/mentions/?notebook={book}&q=&all=1"):  # fmt: skip
+        response = alice_client.get(url)
+        assert response.status_code == 200, url
+        clean(response.content.decode(), url)
+    assert alice_client.get(f"/chats/{his.pk}/").status_code == 404
+    for url in ("/api/conversations", f"/api/conversations?notebook_id={book}",
+                f"/api/notebooks/{book}/memories", "/api/search?q=vrmk+canary+heron",
+                f"/api/notebooks/{book}/mentions?q="):  # fmt: skip
+        response = alice_api.get(url)
+        assert response.status_code == 200, url
+        clean(response.content.decode(), url)
+    assert alice_api.get(f"/api/conversations/{his.pk}/messages").status_code == 404
+    assert alice_api.get(f"/api/conversations/{his.pk}/summaries").status_code == 404
+    recalled = memories_for_prompt(user=world.alice, notebook=world.book, question=DAVE_SENTENCE)
+    clean(json.dumps(recalled), "Alice's memories for a prompt")
+    # Her own conversation about the same PDF: its follow-up never reaches into his.
+    mine = services.conversation_create(owner=world.alice, notebook=world.book, note=world.note)
+    ask(mine, "How do URLs break across lines?")
+    reply, events = ask(mine, "And what about it with slashes?")
+    clean(stored(reply) + without_arguments(events), "Alice's answer")
+    assert reply.reply_to is not None
+    clean(reply.reply_to.search_query, "Alice's searched query")

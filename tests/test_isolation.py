@@ -42,6 +42,11 @@ OBJECT_PAGES = {
     "chat:save_form": ("message", ["GET"]),
     "notes:notebook_rename": ("notebook", ["GET", "POST"]),
     "notes:notebook_delete": ("notebook", ["GET", "POST"]),
+    "notes:notebook_share": ("notebook", ["GET", "POST"]),
+    "notes:member_update": ("member", ["POST"]),
+    "notes:member_remove": ("member", ["POST"]),
+    "notes:notebook_transfer": ("member", ["POST"]),
+    "notes:notebook_leave": ("notebook", ["POST"]),
     "notes:note_create": ("notebook", ["POST"]),
     "attachments:note_detail": ("note", ["GET"]),
     "notes:note_edit": ("note", ["GET", "POST"]),
@@ -113,7 +118,12 @@ def test_the_methods_listed_here_are_those_the_views_accept():
 def bobs_objects(bob, bob_notebook, bob_note, bob_attachment):
     from accounts.services import api_token_create
     from chat.models import Conversation, Memory, Message
+    from notes.services import membership_add
+    from tests.factories import UserFactory
 
+    # Bob shares his notebook with Carol, not with Alice: nothing of it reaches Alice.
+    carol = UserFactory.create(username="carol")
+    membership_add(notebook=bob_notebook, by=bob, identifier="carol", role="viewer")
     token, _ = api_token_create(user=bob, name="bob's script")
     conversation = Conversation.objects.create(
         owner=bob, notebook=bob_notebook, note=bob_note, title="Bob's chat"
@@ -143,6 +153,7 @@ def bobs_objects(bob, bob_notebook, bob_note, bob_attachment):
         "conversation": conversation.pk,
         "message": answer.pk,
         "memory": memory.pk,
+        "member": carol.pk,
     }
 
 
@@ -173,22 +184,38 @@ def _bobs_data_untouched(ids: dict[str, int]) -> None:
     )
     assert profile.extracted == {"merchant": "Bob's shop"}  # not edited through a page or the API
 
+    # His notebook's members: none added, removed, changed or made owner.
+    from notes.models import NotebookMembership
+
+    assert list(NotebookMembership.objects.values_list("notebook_id", "user_id", "role")) == [
+        (ids["notebook"], ids["member"], "viewer")
+    ]
+    assert Notebook.objects.filter(pk=ids["notebook"], owner__username="bob").exists()
+
     attachment = NoteAttachment.objects.get(pk=ids["attachment"])
     assert attachment.status == "needs_password"  # not reprocessed, unlocked or deleted
     assert attachment.password_attempts == 0
     assert NoteAttachment.objects.filter(note_id=ids["note"]).count() == 1
 
 
-def _url_for(name: str, object_id: int) -> str:
+# Which object a URL's id names, by its keyword (for URLs taking more than one).
+KWARG_KINDS = {"notebook_id": "notebook", "member_id": "member"}
+
+
+def _url_for(name: str, object_id: int, ids: dict[str, int] | None = None) -> str:
     from django.urls import reverse
 
     pattern = app_patterns()[name]
-    (kwarg,) = pattern.pattern.converters
-    return reverse(name, kwargs={kwarg: object_id})
+    kwargs = list(pattern.pattern.converters)
+    if len(kwargs) == 1:
+        return reverse(name, kwargs={kwargs[0]: object_id})
+    assert ids is not None, name
+    return reverse(name, kwargs={kwarg: ids[KWARG_KINDS[kwarg]] for kwarg in kwargs})
 
 
 PAGE_DATA = {"title": "pwned", "body": "pwned", "description": "pwned", "password": "x",
-             "content": "pwned?", "action": "retry", "message_id": "0"}  # fmt: skip
+             "content": "pwned?", "action": "retry", "message_id": "0", "user": "alice",
+             "role": "editor"}  # fmt: skip
 
 
 def _request(
@@ -208,7 +235,7 @@ def test_pages_answer_404_for_another_users_objects(name, alice_client, bobs_obj
     """404 for every verb the view accepts; a verb it does not accept may answer 405, never
     anything else, and nothing changes either way."""
     kind, methods = OBJECT_PAGES[name]
-    url = _url_for(name, bobs_objects[kind])
+    url = _url_for(name, bobs_objects[kind], bobs_objects)
     for method in VERBS:
         for headers in ({}, {"HX-Request": "true"}):
             response = _request(alice_client, method, url, name, headers)
@@ -234,7 +261,7 @@ def _sent_to_login(response: Any) -> bool:
 @pytest.mark.parametrize("name", sorted(OBJECT_PAGES))
 def test_pages_redirect_anonymous_users_to_login(name, anon_client, bobs_objects):
     kind, methods = OBJECT_PAGES[name]
-    url = _url_for(name, bobs_objects[kind])
+    url = _url_for(name, bobs_objects[kind], bobs_objects)
     for method in VERBS:
         response = _request(anon_client, method, url, name)
         if method in methods:
@@ -326,6 +353,11 @@ API_WITH_IDS = {
     ("GET", "/api/attachments/{attachment_id}/profile"),
     ("PATCH", "/api/attachments/{attachment_id}/profile"),
     ("GET", "/api/notebooks/{notebook_id}/mentions"),
+    ("GET", "/api/notebooks/{notebook_id}/members"),
+    ("POST", "/api/notebooks/{notebook_id}/members"),
+    ("PATCH", "/api/notebooks/{notebook_id}/members/{member_id}"),
+    ("DELETE", "/api/notebooks/{notebook_id}/members/{member_id}"),
+    ("POST", "/api/notebooks/{notebook_id}/owner"),
 }
 # Search takes ids as filters, not in its path; tests/attachments/test_search.py covers them.
 API_WITHOUT_IDS = {
@@ -347,14 +379,17 @@ def _fill(path: str, ids: dict[str, int]) -> str:
     return re.sub(r"\{(\w+)_id\}", lambda m: str(ids[m.group(1)]), path)
 
 
-API_BODY = '{"title": "pwned", "body": "pwned", "password": "x", "content": "pwned?"}'
+API_FIELDS = {"title": "pwned", "body": "pwned", "password": "x", "content": "pwned?",
+              "user": "alice", "role": "editor"}  # fmt: skip
 PATHS_WITH_IDS = sorted({path for _, path in API_WITH_IDS})
 
 
-def _api_call(client: Client, method: str, url: str) -> Any:
+def _api_call(client: Client, method: str, url: str, ids: dict[str, int] | None = None) -> Any:
     if url.endswith("/attachments") and method == "POST":
         return client.post(url, {"files": [_pdf_upload()]})
-    return client.generic(method, url, API_BODY, content_type="application/json")
+    # A member of the notebook in the path where one is asked for (a hand-over).
+    body = json.dumps({**API_FIELDS, "user_id": (ids or {}).get("member", 0)})
+    return client.generic(method, url, body, content_type="application/json")
 
 
 @pytest.mark.parametrize("path", PATHS_WITH_IDS)
@@ -362,7 +397,7 @@ def test_api_answers_404_for_another_users_objects(path, alice_api, bobs_objects
     """404 for every operation of the path; another verb may answer 405, nothing else."""
     url = _fill(path, bobs_objects)
     for method in VERBS:
-        response = _api_call(alice_api, method, url)
+        response = _api_call(alice_api, method, url, bobs_objects)
         allowed = {404} if (method, path) in API_WITH_IDS else {404, 405}
         assert response.status_code in allowed, f"{method} {url} answered {response.status_code}"
         assert b"Bob" not in response.content
@@ -420,6 +455,8 @@ API_ID_FILTERS: dict[tuple[str, str], list[dict[str, Any]]] = {
         {"notebook_id": Bobs("notebook")},
         {"note_id": Bobs("note")},
     ],
+    # Alice's own notebook, handed to Bob's member: not hers to hand to.
+    ("POST", "/api/notebooks/{notebook_id}/owner"): [{"user_id": Bobs("member")}],
     ("POST", "/api/conversations"): [
         {"notebook_id": Bobs("notebook")},
         {"notebook_id": Bobs("notebook"), "note_id": Bobs("note")},
@@ -466,12 +503,13 @@ def test_api_filters_naming_another_users_objects_answer_404(
             return bobs_objects[value.kind]
         return alices if value == "alices" else value
 
+    url = _fill(path, {"notebook": alices})  # ids in the path: Alice's own
     for combo in API_ID_FILTERS[(method, path)]:
         params = {key: resolve(value) for key, value in combo.items()}
         if method == "GET":
-            response = alice_api.get(path, params)
+            response = alice_api.get(url, params)
         else:
-            response = alice_api.post(path, json.dumps(params), content_type="application/json")
+            response = alice_api.post(url, json.dumps(params), content_type="application/json")
         assert response.status_code == 404, f"{method} {path} {combo} -> {response.status_code}"
         assert b"Bob" not in response.content
     _bobs_data_untouched(bobs_objects)
@@ -651,3 +689,107 @@ def test_another_users_long_conversation_is_never_compacted_nor_its_summaries_re
     response = alice_api.get(f"/api/conversations/{conversation.pk}/summaries")
     assert response.status_code == 404
     assert b"Bob" not in response.content
+
+
+# --- roles: Alice is a viewer of Bob's notebook ---------------------------------------------------
+
+# Kinds that belong to their author even inside a shared notebook: a member gets 404.
+PRIVATE_KINDS = {"conversation", "message", "memory", "token"}
+# Pages a viewer may not even open: the forms of changes only editors or the owner make.
+EDIT_FORMS = {"notes:note_edit", "notes:notebook_rename", "notes:notebook_delete",
+              "notes:note_delete", "attachments:delete"}  # fmt: skip
+# Changes a viewer may make: conversations of their own (asking), their own memory. Leaving
+# is tested on its own (tests/notes/test_sharing.py): it ends the membership this test needs.
+VIEWER_MAY = {"workspace:ask", "chat:ask_pdf", "chat:notebook_conversations",
+              "chat:note_conversations", "chat:memories_forget"}  # fmt: skip
+VIEWER_MAY_API = {("DELETE", "/api/notebooks/{notebook_id}/memories")}
+
+
+@pytest.fixture
+def shared_with_alice(bobs_objects, bob, alice):
+    from notes.services import membership_add
+
+    notebook = Notebook.objects.get(pk=bobs_objects["notebook"])
+    membership_add(notebook=notebook, by=bob, identifier="alice", role="viewer")
+    return bobs_objects
+
+
+def _shared_data_untouched(ids: dict[str, int]) -> None:
+    """Bob's things as they were; Alice may have started conversations of her own."""
+    from attachments.models import NoteAttachment
+    from chat.models import Conversation, Memory
+    from notes.models import NotebookMembership
+
+    conversation = Conversation.objects.get(pk=ids["conversation"])
+    assert conversation.title == "Bob's chat"
+    assert list(conversation.messages.values_list("content", "status")) == [
+        ("bob's question", "complete"),
+        ("bob's answer", "error"),
+    ]
+    assert list(conversation.summaries.values_list("text", flat=True)) == ["Bob's summary"]
+    assert list(Memory.objects.filter(owner__username="bob").values_list("text", "importance")) == [
+        ("bob's memory", 0.9)
+    ]
+    profile = SourceProfile.objects.get(attachment_id=ids["attachment"])
+    assert (profile.doc_type, profile.better_name, profile.edited) == (
+        "receipt",
+        "Bob's receipt",
+        False,
+    )
+    attachment = NoteAttachment.objects.get(pk=ids["attachment"])
+    assert (attachment.status, attachment.password_attempts) == ("needs_password", 0)
+    note = Note.objects.get(pk=ids["note"])
+    assert (note.title, note.body, note.trashed_at) == ("Bob's note", "bob only", None)
+    assert Note.objects.filter(notebook_id=ids["notebook"]).count() == 1
+    assert Notebook.objects.filter(
+        pk=ids["notebook"], title="Bob's secrets", owner__username="bob"
+    ).exists()
+    assert sorted(NotebookMembership.objects.values_list("user__username", "role")) == [
+        ("alice", "viewer"), ("carol", "viewer"),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(OBJECT_PAGES))
+def test_a_viewer_changes_nothing_and_never_sees_another_members_records(
+    name, alice_client, shared_with_alice, bob
+):
+    """Every page on a shared notebook's things, with every verb it accepts: a viewer reads
+    (2xx/3xx), is refused changes (403), and gets 404 for another member's conversations,
+    messages, memories and tokens."""
+    if name == "notes:notebook_leave":
+        pytest.skip("leaving ends the membership: tests/notes/test_sharing.py")
+    kind, methods = OBJECT_PAGES[name]
+    url = _url_for(name, shared_with_alice[kind], shared_with_alice)
+    owner = Client()
+    owner.force_login(bob)
+    for method in methods:
+        for headers in ({}, {"HX-Request": "true"}):
+            response = _request(alice_client, method, url, name, headers)
+            status = response.status_code
+            if kind in PRIVATE_KINDS:
+                assert status == 404, f"{method} {url} answered {status}"
+                assert b"bob's" not in response.content.lower()
+            elif name in VIEWER_MAY:
+                assert status not in (403, 500), f"{method} {url} answered {status}"
+            elif method == "GET" and name not in EDIT_FORMS:
+                # What the owner gets (a source without a thumbnail yet: 404 for him too).
+                owners = _request(owner, method, url, name, headers).status_code
+                assert status == owners, f"{method} {url} answered {status}, the owner {owners}"
+            else:
+                assert status == 403, f"{method} {url} answered {status}"
+    _shared_data_untouched(shared_with_alice)
+
+
+@pytest.mark.parametrize(("method", "path"), sorted(API_WITH_IDS))
+def test_a_viewer_changes_nothing_through_the_api(method, path, alice_api, shared_with_alice):
+    url = _fill(path, shared_with_alice)
+    kinds = set(re.findall(r"\{(\w+)_id\}", path))
+    response = _api_call(alice_api, method, url, shared_with_alice)
+    status = response.status_code
+    if kinds & PRIVATE_KINDS:
+        assert status == 404, f"{method} {url} answered {status}"
+    elif method == "GET" or (method, path) in VIEWER_MAY_API:
+        assert status < 400, f"{method} {url} answered {status}: {response.content[:200]}"
+    else:
+        assert status == 403, f"{method} {url} answered {status}"
+    _shared_data_untouched(shared_with_alice)

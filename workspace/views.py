@@ -26,7 +26,9 @@ from chat.views import workspace_url
 from core.params import parse_id
 from core.ratelimit import RateLimited, too_many_requests
 from core.types import AuthenticatedHttpRequest
-from notes.selectors import note_list, notebook_get
+from notes.forms import ShareForm
+from notes.models import Role
+from notes.selectors import membership_list, note_list, notebook_get
 
 PAGE = "workspace/workspace.html"
 
@@ -80,6 +82,10 @@ def _page(
         "notes": note_list(user=request.user, notebook_id=notebook.pk),
         "trashed_notes": note_list(user=request.user, notebook_id=notebook.pk, trashed=True),
         "max_upload_mb": settings.MAX_UPLOAD_MB,
+        # The share dialog: who has access, and for the owner the form to add people.
+        "members": list(membership_list(user=request.user, notebook_id=notebook.pk)),
+        "share_form": ShareForm(),
+        "is_owner": notebook.role == Role.OWNER,
         "workspace": True,
         # The composer's chips: those just posted (a refused question keeps them), else the
         # conversation's latest question's.

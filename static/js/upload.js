@@ -151,7 +151,10 @@
     const opener = event.target.closest("[data-open-dialog]");
     if (opener) {
       const dialog = document.getElementById(opener.dataset.openDialog);
-      if (dialog) dialog.showModal();
+      if (dialog) {
+        event.preventDefault(); // a link to the same thing as a page, for no-script use
+        dialog.showModal();
+      }
     }
     const closer = event.target.closest("[data-close-dialog]");
     if (closer) closer.closest("dialog").close();

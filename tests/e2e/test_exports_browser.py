@@ -87,13 +87,17 @@ def test_a_notebook_export_downloads_from_the_workspace_and_opens(
     page.reload()
     page.get_by_test_id("export-menu").locator("summary").click()
     box = page.locator(".export-options").bounding_box()
-    assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"]
+    assert box is not None
+    assert box["x"] >= 0
+    assert box["x"] + box["width"] <= PHONE["width"]
     _no_overflow(page)
     _shot(page, "export-menu-390")
     page.goto("/")  # each row of the notebook list has the menu too
     page.get_by_test_id("export-menu").locator("summary").click()
     box = page.locator(".export-options").bounding_box()
-    assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"]
+    assert box is not None
+    assert box["x"] >= 0
+    assert box["x"] + box["width"] <= PHONE["width"]
     _no_overflow(page)
     _shot(page, "export-list-390")
     assert site_problems.take() == []

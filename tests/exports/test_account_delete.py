@@ -40,9 +40,13 @@ def test_the_page_says_what_goes_and_asks_for_the_password(alice_client, alices)
     page = alice_client.get("/settings/delete/")
     html = page.content.decode()
     assert page.status_code == 200
-    assert "1 notebook you own" in html and "with 1 note" in html and "1 source file" in html
-    assert "1 conversation of yours" in html and "1 personal access token" in html
-    assert 'type="password"' in html and 'autocomplete="current-password"' in html
+    assert "1 notebook you own" in html
+    assert "with 1 note" in html
+    assert "1 source file" in html
+    assert "1 conversation of yours" in html
+    assert "1 personal access token" in html
+    assert 'type="password"' in html
+    assert 'autocomplete="current-password"' in html
 
 
 def test_without_the_right_password_nothing_is_deleted(alice, alice_client, alices):

@@ -80,10 +80,13 @@ def test_notes_are_markdown_files_with_front_matter_and_their_bodies_unchanged(
         assert text == body
         assert fields["title"] == title
         assert fields["author"] == "alice"
-        assert fields["created"] and fields["updated"]
+        assert fields["created"]
+        assert fields["updated"]
     readme = archive.read("README.md").decode()
-    assert "Field notes" in readme and "Birds by the pond" in readme
-    assert "`notes/Heron.md`" in readme and "`trash/Old.md`" in readme
+    assert "Field notes" in readme
+    assert "Birds by the pond" in readme
+    assert "`notes/Heron.md`" in readme
+    assert "`trash/Old.md`" in readme
 
 
 def test_a_title_holding_yaml_stays_one_front_matter_value(alice, alice_client, book):
@@ -127,9 +130,11 @@ def test_hostile_titles_become_safe_and_unique_file_names(alice, alice_client, b
     assert len({n.casefold() for n in notes}) == len(notes)  # unique, also case-insensitively
     for name in notes:
         path = PurePosixPath(name)
-        assert path.parts[0] == "notes" and len(path.parts) == 2, name
+        assert path.parts[0] == "notes", name
+        assert len(path.parts) == 2, name
         leaf = path.parts[1]
-        assert "\\" not in leaf and ":" not in leaf
+        assert "\\" not in leaf
+        assert ":" not in leaf
         assert not leaf.startswith((".", " "))
         assert not any(ord(c) < 32 or c in "\u202e\x7f" for c in leaf)
         assert len(leaf.encode()) <= STEM_MAX_BYTES + len(" (99).md")
@@ -203,7 +208,8 @@ def test_one_conversation_as_markdown_from_its_page_and_the_api(alice, alice_cli
         assert response["Content-Type"] == "text/markdown; charset=utf-8"
         assert 'filename="Ducks_Geese.md"' in response["Content-Disposition"]
         text = response.content.decode()
-        assert "Geese [^1]." in text and "[^1]: geese.pdf, page 2: “Honk.”" in text
+        assert "Geese [^1]." in text
+        assert "[^1]: geese.pdf, page 2: “Honk.”" in text
     page = alice_client.get(f"/chats/{conversation.pk}/").content.decode()
     assert f'href="/chats/{conversation.pk}/export/"' in page
 
@@ -322,7 +328,8 @@ def test_a_users_whole_export_has_their_notebooks_memories_and_account_without_s
     everything = b"".join(archive.read(n) for n in names)
     alice.refresh_from_db()
     assert alice.password.encode() not in everything  # no password hash
-    assert token.token_hash.encode() not in everything and raw.encode() not in everything
+    assert token.token_hash.encode() not in everything
+    assert raw.encode() not in everything
     assert b"Bob" not in everything
 
     lean = _zip(alice_client.get("/settings/export/?originals=0"))

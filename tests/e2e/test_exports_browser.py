@@ -52,7 +52,9 @@ def _shot(page: Page, name: str) -> None:
 
 def _no_overflow(page: Page) -> None:
     width = page.evaluate("document.documentElement.scrollWidth")
-    assert width <= page.viewport_size["width"], f"{page.url} scrolls sideways ({width} px)"
+    viewport = page.viewport_size
+    assert viewport is not None
+    assert width <= viewport["width"], f"{page.url} scrolls sideways ({width} px)"
 
 
 def test_a_notebook_export_downloads_from_the_workspace_and_opens(

@@ -45,6 +45,7 @@ urlpatterns = [
     path("", include("chat.urls")),
     path("", include("guides.urls")),
     path("", include("intelligence.urls")),
+    path("", include("exports.urls")),
 ]
 
 admin.site.site_header = "Notebook administration"

@@ -773,6 +773,7 @@ def test_a_members_private_conversation_and_memory_never_reach_the_owner(
     Message.objects.create(conversation=his, role="assistant", content=f"About {DAVE_CANARY} [1].")
     Memory.objects.create(owner=dave, notebook=world.book, kind="fact", text=DAVE_SENTENCE)
     answer = his.messages.filter(role="assistant").first()
+    assert answer is not None
     his.summaries.create(text=DAVE_SENTENCE, first_message=answer, last_message=answer,
                          message_count=1, summarizer="extractive")  # fmt: skip
 

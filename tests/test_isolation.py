@@ -81,6 +81,8 @@ OBJECT_PAGES = {
     "guides:notebook_guide": ("notebook", ["GET"]),
     "intelligence:source": ("attachment", ["GET"]),
     "intelligence:edit": ("attachment", ["POST"]),
+    "exports:notebook": ("notebook", ["GET"]),
+    "exports:conversation": ("conversation", ["GET"]),
 }
 # Pages without an object id: they must still require a login.
 PLAIN_PAGES = {
@@ -90,6 +92,8 @@ PLAIN_PAGES = {
     "accounts:password_change_done": "/settings/password/done/",
     "search:search": "/search/",
     "chat:mentions": "/chats/mentions/",
+    "exports:user": "/settings/export/",
+    "exports:account_delete": "/settings/delete/",
 }
 # Pages naming objects in their query string: another user's object answers 404.
 QUERY_ID_PAGES = {
@@ -358,6 +362,8 @@ API_WITH_IDS = {
     ("PATCH", "/api/notebooks/{notebook_id}/members/{member_id}"),
     ("DELETE", "/api/notebooks/{notebook_id}/members/{member_id}"),
     ("POST", "/api/notebooks/{notebook_id}/owner"),
+    ("GET", "/api/notebooks/{notebook_id}/export"),
+    ("GET", "/api/conversations/{conversation_id}/export"),
 }
 # Search takes ids as filters, not in its path; tests/attachments/test_search.py covers them.
 API_WITHOUT_IDS = {
@@ -368,6 +374,7 @@ API_WITHOUT_IDS = {
     ("POST", "/api/search"),
     ("GET", "/api/conversations"),
     ("POST", "/api/conversations"),
+    ("GET", "/api/me/export"),
 }
 
 

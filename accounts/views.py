@@ -258,8 +258,9 @@ class PasswordResetDoneView(_PasswordLoginOnly, auth_views.PasswordResetDoneView
 @method_decorator(login_not_required, name="dispatch")
 class PasswordResetConfirmView(_PasswordLoginOnly, auth_views.PasswordResetConfirmView):
     """Django's reset link: it works once (its token signs the password it replaces) and for
-    PASSWORD_RESET_TIMEOUT, else 404 with a page that says so; the new password logs this browser in, ends the user's other
-    sessions (their hash changed) and closes their sockets."""
+    PASSWORD_RESET_TIMEOUT, else 404 with a page that says so; the new password logs this
+    browser in, ends the user's other sessions (their hash changed) and closes their
+    sockets."""
 
     post_reset_login = True
     post_reset_login_backend = "django.contrib.auth.backends.ModelBackend"

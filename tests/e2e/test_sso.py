@@ -34,7 +34,7 @@ pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIENT_ID = "notebook-browser-test"
-CLIENT_SECRET = "browser-test-secret"  # noqa: S105 - the stand-in provider's
+CLIENT_SECRET = "browser-test-secret"
 USERNAME, PASSWORD, EMAIL = "ann.smith", "Provider-Pass-7305", "ann.smith@example.org"
 
 

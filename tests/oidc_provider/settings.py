@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 DIR = Path(os.environ["OIDC_PROVIDER_DIR"])
-SECRET_KEY = "oidc-provider-for-tests-only"  # noqa: S105 - a throw-away test provider's
+SECRET_KEY = "oidc-provider-for-tests-only"
 DEBUG = True  # runserver serves the toolkit's stylesheet; nothing here is public
 ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
 INSTALLED_APPS = [

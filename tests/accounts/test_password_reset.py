@@ -6,6 +6,7 @@ environment. (The whole flow in a browser: tests/e2e/test_password_reset.py.)"""
 from __future__ import annotations
 
 import re
+import socket
 
 import pytest
 from django.core import mail
@@ -108,6 +109,16 @@ def test_an_account_without_a_password_gets_no_mail(anon_client):
     response = ask(anon_client, "erin@example.org")
     assert (response.status_code, response["Location"]) == (302, SENT)
     assert mail.outbox == []
+
+
+def test_a_mail_server_that_is_down_changes_nothing_on_the_page(anon_client, dave, settings):
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", port
+    response = ask(anon_client, "dave@example.org")
+    assert (response.status_code, response["Location"]) == (302, SENT)
 
 
 def test_a_bad_address_is_refused_on_the_form(anon_client, dave):

@@ -53,7 +53,7 @@ def test_forgot_password_mail_link_new_password_logged_in(page: Page, js_errors:
 
     (message,) = mail.outbox
     assert message.to == ["dave@example.org"]
-    link = re.search(r"https?://\S+/accounts/password/reset/\S+/\S+/", message.body)
+    link = re.search(r"https?://\S+/accounts/password/reset/\S+/\S+/", str(message.body))
     assert link, message.body
     page.goto(link.group(0))
     expect(page.get_by_role("heading", name="Set a new password")).to_be_visible()

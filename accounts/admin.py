@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from accounts import services
-from accounts.models import ApiToken, Invitation
+from accounts.models import ApiToken, Invitation, OidcIdentity
 
 
 @admin.register(ApiToken)
@@ -92,3 +92,16 @@ class InvitationAdmin(admin.ModelAdmin[Invitation]):
         now = timezone.now()
         count = queryset.filter(used_at__isnull=True, expires_at__gt=now).update(expires_at=now)
         self.message_user(request, f"Expired {count} invitation(s).")
+
+
+@admin.register(OidcIdentity)
+class OidcIdentityAdmin(admin.ModelAdmin[OidcIdentity]):
+    """Single sign-on identities. Adding one by hand links an existing account to a subject
+    at the provider (the only way an account made before single sign-on gets it: logins are
+    never matched by email address)."""
+
+    list_display = ("subject", "issuer", "user", "created_at", "last_login_at")
+    search_fields = ("subject", "issuer", "user__username", "user__email")
+    list_select_related = ("user",)
+    raw_id_fields = ("user",)
+    readonly_fields = ("created_at", "last_login_at")

@@ -87,3 +87,28 @@ class Invitation(models.Model):
     @property
     def is_usable(self) -> bool:
         return self.used_at is None and self.expires_at > timezone.now()
+
+
+class OidcIdentity(models.Model):
+    """Who a user is at an OpenID Connect provider: its issuer and the subject (`sub`) it
+    gives them, which it never reassigns. Single sign-on finds the account by this pair only,
+    never by email address (anyone who can set an address at the provider would otherwise
+    take over the local account that has it)."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="oidc_identities"
+    )
+    issuer = models.CharField(max_length=255)
+    subject = models.CharField(max_length=255)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_login_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "single sign-on identity"
+        verbose_name_plural = "single sign-on identities"
+        constraints = [
+            models.UniqueConstraint(fields=["issuer", "subject"], name="oidc_identity_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer}"

@@ -1,19 +1,28 @@
 """Personal access tokens: create (the raw token is returned once), revoke, authenticate;
-telling a user's open sockets that a session of theirs ended; sign-up and its invitations."""
+telling a user's open sockets that a session of theirs ended; sign-up and its invitations;
+the account behind a single sign-on identity."""
 
 from __future__ import annotations
 
+import re
 import secrets
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext, ngettext
 
-from accounts.models import ApiToken, Invitation, generate_token, hash_token, invitation_expiry
+from accounts.models import (
+    ApiToken,
+    Invitation,
+    OidcIdentity,
+    generate_token,
+    hash_token,
+    invitation_expiry,
+)
 from core.websocket import user_sockets_tell
 
 if TYPE_CHECKING:
@@ -123,3 +132,65 @@ def user_signup(*, username: str, password: str, invitation: str | None) -> User
                     gettext("This invitation has been used or has expired."), code="invitation"
                 )
     return user
+
+
+# What Django's username validator accepts; anything else in a provider's name becomes "-".
+_NOT_IN_USERNAME = re.compile(r"[^\w.@+-]+")
+USERNAME_MAX = 150
+
+
+def sso_username(*, preferred_username: str, email: str) -> str:
+    """A free username for a new single sign-on account: the provider's preferred_username,
+    else the email address's local part, else "user"; characters Django refuses become "-",
+    and "-2", "-3", … follow when the name is taken (case-insensitively)."""
+    base = preferred_username.strip() or email.partition("@")[0]
+    base = _NOT_IN_USERNAME.sub("-", base).strip("-.")[: USERNAME_MAX - 8] or "user"
+    users = get_user_model().objects
+    name, n = base, 1
+    while users.filter(username__iexact=name).exists():
+        n += 1
+        name = f"{base}-{n}"
+    return name
+
+
+def sso_user_authenticate(
+    *, issuer: str, subject: str, email: str, preferred_username: str
+) -> User | None:
+    """The active account of this (issuer, subject), made on its first login (no usable
+    password; username from sso_username); None for a deactivated account. Never looks an
+    account up by email. Two first logins of one subject at once make one account: the second
+    finds the first's identity once its insert has failed on the unique pair."""
+    now = timezone.now()
+    identity = (
+        OidcIdentity.objects.select_related("user").filter(issuer=issuer, subject=subject).first()
+    )
+    if identity is None:
+        for _attempt in range(3):  # a clash on the username alone: a new one is picked
+            try:
+                with transaction.atomic():
+                    user: User = get_user_model().objects.create_user(
+                        username=sso_username(preferred_username=preferred_username, email=email),
+                        email=email,
+                        password=None,
+                    )
+                    identity = OidcIdentity.objects.create(
+                        user=user, issuer=issuer, subject=subject, last_login_at=now
+                    )
+                break
+            except IntegrityError:  # the same subject's other first login, or the username
+                identity = (
+                    OidcIdentity.objects.select_related("user")
+                    .filter(issuer=issuer, subject=subject)
+                    .first()
+                )
+                if identity is not None:
+                    break
+        if identity is None:
+            raise IntegrityError("no free username for a new single sign-on account")
+        return identity.user if identity.user.is_active else None
+    OidcIdentity.objects.filter(pk=identity.pk).update(last_login_at=now)
+    user = identity.user
+    if email and user.email != email:  # kept up to date for password-less mail; never matched on
+        user.email = email
+        user.save(update_fields=["email"])
+    return user if user.is_active else None

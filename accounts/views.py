@@ -1,4 +1,5 @@
-"""Sign-up, the login lockout page, and the settings page (personal access tokens)."""
+"""Sign-up, login (with single sign-on), the login lockout page, password resets by email, and
+the settings page (personal access tokens)."""
 
 from __future__ import annotations
 
@@ -10,17 +11,18 @@ from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required, login_required
-from django.contrib.auth.forms import PasswordChangeForm
+from django.contrib.auth.forms import PasswordChangeForm, SetPasswordForm
 from django.core.exceptions import ValidationError
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.decorators import method_decorator
 from django.utils.translation import gettext, gettext_lazy
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from accounts import selectors, services
+from accounts import selectors, services, sso
 from accounts.forms import ApiTokenForm, SignupForm
 from core.ratelimit import (
     RateLimited,
@@ -44,6 +46,10 @@ SIGNUP_REFUSED = {
         "This invitation link cannot be used: it has been used already, has expired, or is "
         "incomplete. Ask an administrator for a new one."
     ),
+    "sso": gettext_lazy(
+        "This Notebook signs people in with single sign-on only: your account is made when you "
+        "first sign in on the login page."
+    ),
 }
 
 
@@ -55,6 +61,8 @@ def signup(request: HttpRequest) -> HttpResponse:
     budget, whatever comes of it."""
     if request.user.is_authenticated:
         return redirect("notes:notebook_list")
+    if settings.OIDC_SSO_ONLY:
+        return _signup_refused(request, "sso")
     data = request.POST if request.method == "POST" else request.GET
     invite = data.get("invite", "") if settings.SIGNUP == "invite" else None
     if request.method == "POST":
@@ -166,3 +174,109 @@ class PasswordChangeView(auth_views.PasswordChangeView):
         response = super().form_valid(form)
         services.user_sockets_close(user=form.user)
         return response
+
+
+@method_decorator(login_not_required, name="dispatch")
+class LoginView(auth_views.LoginView):
+    """Django's login page, offering "Sign in with …" when single sign-on is on; with
+    OIDC_SSO_ONLY only that button, and a posted password is refused (403) unchecked."""
+
+    redirect_authenticated_user = True
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        if request.method == "POST" and settings.OIDC_SSO_ONLY:
+            return self.render_to_response(self.get_context_data(sso_only_refused=True), status=403)
+        return super().dispatch(request, *args, **kwargs)
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        context = super().get_context_data(**kwargs)
+        if sso.sso_enabled():
+            context["sso_label"] = sso.sso_label()
+            context["sso_only"] = settings.OIDC_SSO_ONLY
+        return context
+
+
+@login_not_required
+@require_GET
+def oidc_start(request: HttpRequest) -> HttpResponse:
+    """To the provider's login (404 without OIDC_ISSUER)."""
+    if not sso.sso_enabled():
+        raise Http404
+    return sso.OidcStartView.start(request)
+
+
+_oidc_callback = sso.OidcCallbackView.as_view()
+
+
+@login_not_required
+@require_GET
+def oidc_callback(request: HttpRequest) -> HttpResponse:
+    """Back from the provider: signed in, or a page saying why not (404 without OIDC_ISSUER)."""
+    if not sso.sso_enabled():
+        raise Http404
+    response: HttpResponse = _oidc_callback(request)
+    return response
+
+
+class _PasswordLoginOnly:
+    """Password resets exist only where passwords log in: 404 with OIDC_SSO_ONLY."""
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if settings.OIDC_SSO_ONLY:
+            raise Http404
+        response: HttpResponse = super().dispatch(request, *args, **kwargs)  # type: ignore[misc]
+        return response
+
+
+@method_decorator(login_not_required, name="dispatch")
+class PasswordResetView(_PasswordLoginOnly, auth_views.PasswordResetView):
+    """Django's "forgot your password": the same page and the same redirect whether the
+    address has an account or not (a mail goes only to accounts with a usable password).
+    Every post spends the client address's budget and the typed address's, before anything
+    is looked up, so a refusal (429) says nothing about accounts either."""
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        email = str(request.POST.get("email", "")).strip().lower()
+        try:
+            rate_limit(scope="reset_address", key=address_key(request))
+            if email:
+                rate_limit(scope="reset_email", key=f"email:{email}")
+        except RateLimited as exc:
+            return rate_limited_page(request, exc, back_url=reverse("password_reset"))
+        response: HttpResponse = super().post(request, *args, **kwargs)
+        return response
+
+
+@method_decorator(login_not_required, name="dispatch")
+class PasswordResetDoneView(_PasswordLoginOnly, auth_views.PasswordResetDoneView):
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        context: dict[str, Any] = super().get_context_data(**kwargs)
+        context["timeout_minutes"] = settings.PASSWORD_RESET_TIMEOUT // 60
+        return context
+
+
+@method_decorator(login_not_required, name="dispatch")
+class PasswordResetConfirmView(_PasswordLoginOnly, auth_views.PasswordResetConfirmView):
+    """Django's reset link: it works once (its token signs the password it replaces) and for
+    PASSWORD_RESET_TIMEOUT, else 404 with a page that says so; the new password logs this
+    browser in, ends the user's other sessions (their hash changed) and closes their
+    sockets."""
+
+    post_reset_login = True
+    post_reset_login_backend = "django.contrib.auth.backends.ModelBackend"
+
+    def render_to_response(self, context: dict[str, Any], **kwargs: Any) -> HttpResponse:
+        if not context.get("validlink"):  # used, expired or made up: the page says which
+            kwargs.setdefault("status", 404)
+        response: HttpResponse = super().render_to_response(context, **kwargs)
+        return response
+
+    def form_valid(self, form: SetPasswordForm[Any]) -> HttpResponse:
+        response = super().form_valid(form)
+        services.user_sockets_close(user=form.user)
+        return response
+
+
+@method_decorator(login_not_required, name="dispatch")
+class PasswordResetCompleteView(_PasswordLoginOnly, auth_views.PasswordResetCompleteView):
+    pass

@@ -1,5 +1,6 @@
 """Rate limits: questions, uploads, note writes, reprocessing, previews and searches per user,
-wrong API tokens per client address and per token prefix, sign-up attempts per client address.
+wrong API tokens per client address and per token prefix, sign-up attempts per client address,
+password-reset requests per email address and per client address.
 
 Counts live in the "ratelimit" cache, which every process sees: Redis when REDIS_URL is set,
 else a table in PostgreSQL (AtomicDatabaseCache below); both increment atomically.
@@ -34,7 +35,18 @@ from django.utils.translation import gettext, gettext_lazy, ngettext
 if TYPE_CHECKING:
     from core.types import User
 
-Scope = Literal["chat", "upload", "preview", "token", "signup", "note", "reprocess", "search"]
+Scope = Literal[
+    "chat",
+    "upload",
+    "preview",
+    "token",
+    "signup",
+    "reset_email",
+    "reset_address",
+    "note",
+    "reprocess",
+    "search",
+]
 
 _PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 BUCKETS = 10  # slices of a period: a refusal lasts at most a tenth of a period too long
@@ -55,6 +67,15 @@ _TOO_FAST = {
     ),
     "signup": gettext_lazy(
         "Too many sign-up attempts from your address (at most %(limit)s %(per)s). "
+        "Try again in %(wait)s."
+    ),
+    # Both say the same whether the address has an account or not.
+    "reset_email": gettext_lazy(
+        "Too many password-reset requests for this email address (at most %(limit)s %(per)s). "
+        "Try again in %(wait)s."
+    ),
+    "reset_address": gettext_lazy(
+        "Too many password-reset requests from your address (at most %(limit)s %(per)s). "
         "Try again in %(wait)s."
     ),
     "note": gettext_lazy(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -79,4 +80,21 @@ def env_rate(name: str, default: str) -> str:
     value = env_str(name, default).replace(" ", "").lower()
     if not re.fullmatch(r"[1-9][0-9]*/([1-9][0-9]*)?[smhd]", value):
         raise ImproperlyConfigured(f"{name} must be a rate like 30/m or 100/15m, got {value!r}")
+    return value
+
+
+def env_https_url(name: str) -> str:
+    """An https:// URL without a trailing slash, or "" when unset. Plain http:// only to this
+    machine (localhost, 127.0.0.1, [::1]): tests and a provider on the same host."""
+    value = env_str(name).rstrip("/")
+    if not value:
+        return ""
+    parts = urlsplit(value)
+    loopback = parts.hostname in ("localhost", "127.0.0.1", "::1")
+    if not parts.hostname or not (parts.scheme == "https" or (parts.scheme == "http" and loopback)):
+        raise ImproperlyConfigured(
+            f"{name} must be an https:// URL (http:// only to localhost), got {value!r}"
+        )
+    if parts.query or parts.fragment:
+        raise ImproperlyConfigured(f"{name} must have no query or fragment, got {value!r}")
     return value

@@ -17,12 +17,14 @@ from notebook.env import (
     env_bool,
     env_choice,
     env_float,
+    env_https_url,
     env_int,
     env_list,
     env_path,
     env_rate,
     env_str,
 )
+from notebook.mail import email_settings
 
 # Lets runtime code write the generic types the type checker wants (ModelForm[Note], …).
 django_stubs_ext.monkeypatch()
@@ -217,6 +219,49 @@ SIGNUP = env_choice("SIGNUP", ("open", "invite", "closed"), "open")
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "notes:notebook_list"
 LOGOUT_REDIRECT_URL = "login"
+# A password-reset link works for this long (and once: it signs the password hash it replaces).
+PASSWORD_RESET_TIMEOUT = env_int("PASSWORD_RESET_TIMEOUT_MINUTES", 60, minimum=5) * 60
+
+# --- Email (password resets): EMAIL_URL, or EMAIL_HOST and friends; else the console.
+_email = email_settings()
+EMAIL_BACKEND = _email["EMAIL_BACKEND"]
+EMAIL_HOST = _email.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = _email.get("EMAIL_PORT", 25)
+EMAIL_HOST_USER = _email.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = _email.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = _email.get("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = _email.get("EMAIL_USE_SSL", False)
+EMAIL_FILE_PATH = _email.get("EMAIL_FILE_PATH")
+EMAIL_TIMEOUT = _email["EMAIL_TIMEOUT"]
+DEFAULT_FROM_EMAIL = SERVER_EMAIL = _email["DEFAULT_FROM_EMAIL"]
+
+# --- Single sign-on with OpenID Connect (accounts/sso.py, mozilla-django-oidc): off unless
+# OIDC_ISSUER is set. The provider's endpoints come from its discovery document.
+OIDC_ISSUER = env_https_url("OIDC_ISSUER")
+OIDC_RP_CLIENT_ID = env_str("OIDC_CLIENT_ID")
+OIDC_RP_CLIENT_SECRET = env_str("OIDC_CLIENT_SECRET")
+# Email domains whose users may sign in (exact, case-insensitive; empty: any).
+OIDC_ALLOWED_EMAIL_DOMAINS = [
+    domain.lower().lstrip("@") for domain in env_list("OIDC_ALLOWED_EMAIL_DOMAINS")
+]
+# Only single sign-on: no password login and no sign-up (the admin's login stays, for
+# administrators made with `manage.py createsuperuser`).
+OIDC_SSO_ONLY = env_bool("OIDC_SSO_ONLY", False)
+OIDC_BUTTON_LABEL = env_str("OIDC_BUTTON_LABEL")
+OIDC_RP_SIGN_ALGO = env_str("OIDC_SIGN_ALGO", "RS256")
+OIDC_RP_SCOPES = "openid email profile"
+OIDC_USE_PKCE = True
+OIDC_TIMEOUT = env_int("OIDC_TIMEOUT", 10, minimum=1)
+OIDC_AUTHENTICATION_CALLBACK_URL = "oidc_callback"
+if (OIDC_ISSUER and not (OIDC_RP_CLIENT_ID and OIDC_RP_CLIENT_SECRET)) or (
+    OIDC_SSO_ONLY and not OIDC_ISSUER
+):
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured(
+        "Single sign-on needs OIDC_ISSUER, OIDC_CLIENT_ID and OIDC_CLIENT_SECRET together "
+        "(and OIDC_SSO_ONLY needs them all)"
+    )
 
 # --- Metrics (core/metrics.py): /metrics is readable by staff and by scrapers sending
 # `Authorization: Bearer <METRICS_TOKEN>` (unset: staff only). The samples of every process of
@@ -231,6 +276,8 @@ os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(DATA_DIR / "metrics"))
 AUTHENTICATION_BACKENDS = [
     "accounts.backends.LoginAttemptsBackend",
     "django.contrib.auth.backends.ModelBackend",
+    # Single sign-on (below): acts only on the OIDC callback, and only with OIDC_ISSUER set.
+    "accounts.sso.OidcBackend",
 ]
 AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5, minimum=1)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_COOLOFF_MINUTES", 15, minimum=1))
@@ -244,7 +291,8 @@ AXES_CLIENT_IP_CALLABLE = "core.ratelimit.client_network"
 # Proxies in front that append the client's address to X-Forwarded-For (0: use the peer).
 NUM_PROXIES = env_int("NUM_PROXIES", 0, minimum=0)
 # Questions, uploaded files, note writes, reprocessing, previews and searches per user, wrong
-# API tokens per address and per token prefix, sign-up form posts per address: count/period
+# API tokens per address and per token prefix, sign-up form posts per address, password-reset
+# requests per email address and per client address: count/period
 # (s, m, h, d; e.g. 100/15m) in a window that slides, answered with 429 and Retry-After
 # (core/ratelimit.py).
 RATE_LIMITS = {
@@ -254,6 +302,10 @@ RATE_LIMITS = {
     "preview": env_rate("PREVIEW_RATE_LIMIT", "120/m"),
     "token": env_rate("TOKEN_FAILURE_RATE_LIMIT", "20/m"),
     "signup": env_rate("SIGNUP_RATE_LIMIT", "10/h"),
+    # Password-reset requests per email address typed (however many accounts it has, none
+    # included) and per client address: each may send a mail.
+    "reset_email": env_rate("PASSWORD_RESET_EMAIL_RATE_LIMIT", "3/h"),
+    "reset_address": env_rate("PASSWORD_RESET_RATE_LIMIT", "10/h"),
     # Note writes that (re)index a note: creating one, changing its text, a text file
     # uploaded as a note. Each queues background work, so they are limited like uploads.
     "note": env_rate("NOTE_RATE_LIMIT", "30/m"),

@@ -2,12 +2,21 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
 from django.urls import URLPattern, URLResolver, include, path
 from django.views.i18n import JavaScriptCatalog, set_language
 
-from accounts.views import LogoutView, signup
+from accounts.views import (
+    LoginView,
+    LogoutView,
+    PasswordResetCompleteView,
+    PasswordResetConfirmView,
+    PasswordResetDoneView,
+    PasswordResetView,
+    oidc_callback,
+    oidc_start,
+    signup,
+)
 from core.metrics import metrics_view
 from notebook.api import api
 
@@ -23,13 +32,29 @@ def _api_urls() -> tuple[list[URLPattern | URLResolver], str, str]:
 
 
 urlpatterns = [
-    path(
-        "accounts/login/",
-        auth_views.LoginView.as_view(redirect_authenticated_user=True),
-        name="login",
-    ),
+    path("accounts/login/", LoginView.as_view(), name="login"),
     path("accounts/logout/", LogoutView.as_view(), name="logout"),
     path("accounts/signup/", signup, name="signup"),
+    # Forgot your password (Django's flow; 404 with OIDC_SSO_ONLY).
+    path("accounts/password/reset/", PasswordResetView.as_view(), name="password_reset"),
+    path(
+        "accounts/password/reset/sent/",
+        PasswordResetDoneView.as_view(),
+        name="password_reset_done",
+    ),
+    path(
+        "accounts/password/reset/<uidb64>/<token>/",
+        PasswordResetConfirmView.as_view(),
+        name="password_reset_confirm",
+    ),
+    path(
+        "accounts/password/reset/done/",
+        PasswordResetCompleteView.as_view(),
+        name="password_reset_complete",
+    ),
+    # Single sign-on with OpenID Connect (404 without OIDC_ISSUER).
+    path("accounts/sso/start/", oidc_start, name="oidc_start"),
+    path("accounts/sso/callback/", oidc_callback, name="oidc_callback"),
     path("", include("accounts.urls")),
     # Settings → Language (also on the login page): django's set_language, POST only.
     path("i18n/setlang/", login_not_required(set_language), name="set_language"),

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 
 import pytest
 from django.contrib import admin
+from django.contrib.auth.tokens import default_token_generator
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, path, reverse
+from django.utils.encoding import force_bytes
+from django.utils.http import urlsafe_base64_encode
 
 from tests.factories import NotebookFactory, NoteFactory
 from tests.fixtures.documents import upload
@@ -68,6 +72,9 @@ FILL = {
     "message_id": "message",
     "token_id": "token",
     "memory_id": "memory",
+    # Alice's password-reset link.
+    "uidb64": "reset_uid",
+    "token": "reset_token",
 }
 PARAMETER = re.compile(r"<(?:\w+:)?(\w+)>")
 
@@ -88,7 +95,7 @@ def app_routes() -> list[Route]:
     return found
 
 
-def fill(route: str, ids: dict[str, int]) -> str:
+def fill(route: str, ids: Mapping[str, int | str]) -> str:
     def value(match: re.Match[str]) -> str:
         parameter = match.group(1)
         if parameter not in FILL:
@@ -109,7 +116,7 @@ def test_every_route_can_be_filled():
 
 
 @pytest.fixture
-def alices_objects(alice) -> dict[str, int]:
+def alices_objects(alice) -> dict[str, int | str]:
     from accounts.services import api_token_create
     from chat.models import Conversation, Memory, Message
 
@@ -141,10 +148,12 @@ def alices_objects(alice) -> dict[str, int]:
         "memory": Memory.objects.create(
             owner=alice, notebook=notebook, kind="preference", text="I prefer <b>tables</b>."
         ).pk,
+        "reset_uid": urlsafe_base64_encode(force_bytes(alice.pk)),
+        "reset_token": default_token_generator.make_token(alice),
     }
 
 
-def _check_every_route(client: Client, ids: dict[str, int], *, logged_in: bool) -> list[str]:
+def _check_every_route(client: Client, ids: dict[str, int | str], *, logged_in: bool) -> list[str]:
     problems: list[str] = []
     seen: set[str] = set()
     for route, name in app_routes():

@@ -77,6 +77,8 @@ def mine(alice) -> dict[str, int]:
         "message": answer.pk,
         "memory": memory.pk,
         "token": token.pk,
+        # A password-reset link's user (its token: the one above; neither is valid).
+        "uidb64": alice.pk,
     }
 
 

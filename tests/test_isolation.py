@@ -102,7 +102,11 @@ QUERY_ID_PAGES = {
         {"notebook": "notebook", "q": "bob", "all": "0"},
     ],
 }
-PUBLIC_PAGES = {"login", "logout", "signup", "set_language", "javascript-catalog"}
+PUBLIC_PAGES = {"login", "logout", "signup", "set_language", "javascript-catalog",
+                # Forgot your password (the link in the mail carries its own token) and
+                # single sign-on (404 unless OIDC_ISSUER is set): before any login.
+                "password_reset", "password_reset_done", "password_reset_confirm",
+                "password_reset_complete", "oidc_start", "oidc_callback"}  # fmt: skip
 # Pages for staff (and the metrics token) only: everyone else gets 404, with any verb.
 STAFF_PAGES = {"metrics": "/metrics"}
 

@@ -80,6 +80,7 @@ INSTALLED_APPS = [
     "guides",
     "intelligence",
     "workspace",
+    "mcpserver",
 ]
 
 MIDDLEWARE = [

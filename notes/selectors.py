@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, TypedDict
 from django.db.models import Count, Q, QuerySet
 from django.shortcuts import get_object_or_404
 
+from accounts.models import scope_of
 from notes.models import Note, Notebook
 
 if TYPE_CHECKING:
@@ -25,7 +26,13 @@ class NoteCount(TypedDict):
 
 
 def _visible_notebooks(*, user: User) -> QuerySet[Notebook]:
-    return Notebook.objects.filter(owner=user)
+    notebooks = Notebook.objects.filter(owner=user)
+    # A request made with a personal access token limited to some notebooks (the API, MCP)
+    # sees only those of them the user may still see: every read below narrows with it.
+    scope = scope_of(user)
+    if scope is not None and scope.notebook_ids is not None:
+        notebooks = notebooks.filter(pk__in=scope.notebook_ids)
+    return notebooks
 
 
 def visible_notes(*, user: User) -> QuerySet[Note]:
@@ -38,6 +45,11 @@ def notebook_list(*, user: User) -> QuerySet[WithAnnotations[Notebook, NoteCount
     return _visible_notebooks(user=user).annotate(
         note_count=Count("notes", filter=Q(notes__trashed_at__isnull=True))
     )
+
+
+def notebook_choices(user: User) -> list[tuple[int, str]]:
+    """(id, title) of the user's notebooks, by title: what a token can be limited to."""
+    return list(_visible_notebooks(user=user).order_by("title", "pk").values_list("pk", "title"))
 
 
 def notebook_get(*, user: User, notebook_id: int) -> Notebook:

@@ -53,7 +53,8 @@ def test_a_found_invoice_opens_in_the_split_view(
         if profile is not None and profile.status == "ready":
             break
         page.wait_for_timeout(500)
-    assert profile is not None and profile.status == "ready"
+    assert profile is not None
+    assert profile.status == "ready"
     assert profile.doc_type == "invoice"
 
     page.goto("/search/?q=invoice&mode=documents")

@@ -22,12 +22,14 @@ import asyncio
 import io
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 from django.core.exceptions import DisallowedHost
 from django.core.handlers.asgi import ASGIRequest
 from django.db import close_old_connections
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -76,6 +78,10 @@ class McpApplication:
     """The MCP endpoint: token authentication in front of the SDK's Streamable HTTP app."""
 
     def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._build()
+
+    def _build(self) -> None:
         # Hosts are checked against ALLOWED_HOSTS below, as Django checks them; the SDK's
         # own check (localhost only, unless listed again here) is off.
         self.app: ASGIApp = mcp.streamable_http_app(
@@ -84,24 +90,34 @@ class McpApplication:
             json_response=True,
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         )
+        self._manager = mcp.session_manager  # the one that app serves with
         self._running: asyncio.Task[None] | None = None
         self._started: asyncio.Event | None = None
         self._stop: asyncio.Event | None = None
 
     async def start(self) -> None:
-        """Run the SDK's session manager (once per process) and wait until it is ready."""
+        """Run the SDK's session manager (once per event loop: a server has one) and wait
+        until it is ready."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not None and self._loop is not loop:
+            # Another loop (a forked process's, a test's): the manager runs only once, in the
+            # loop that started it, so this loop gets one of its own.
+            self._build()
+        self._loop = loop
         if self._running is None:
             self._started, self._stop = asyncio.Event(), asyncio.Event()
             # A task of its own: the manager's task group outlives the request that starts it.
-            self._running = asyncio.get_running_loop().create_task(
-                self._run(self._started, self._stop), name="mcp-session-manager"
+            self._running = loop.create_task(
+                self._run(self._manager, self._started, self._stop), name="mcp-session-manager"
             )
         if self._started is not None:
             await self._started.wait()
 
     @staticmethod
-    async def _run(started: asyncio.Event, stop: asyncio.Event) -> None:
-        async with mcp.session_manager.run():
+    async def _run(
+        manager: StreamableHTTPSessionManager, started: asyncio.Event, stop: asyncio.Event
+    ) -> None:
+        async with manager.run():
             started.set()
             await stop.wait()
 
@@ -109,6 +125,7 @@ class McpApplication:
         if self._running is not None and self._stop is not None:
             self._stop.set()
             await self._running
+            self._build()  # a manager runs once: a later start gets a new one
 
     async def lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
         """The ASGI lifespan protocol, for servers that speak it (daphne does not)."""
@@ -156,17 +173,20 @@ def is_mcp(scope: Scope) -> bool:
     return scope["type"] == "http" and (path == PATH or path.startswith(PATH + "/"))
 
 
-def with_mcp(application: ASGIApp) -> ASGIApp:
-    """`application` for everything but `/mcp` (and the lifespan protocol, which only the MCP
-    endpoint needs)."""
-    endpoint = McpApplication()
+# One per process: it owns the SDK's session manager, which runs once.
+endpoint = McpApplication()
+
+
+def with_mcp(http: Callable[[Any, Any, Any], Awaitable[None]]) -> ASGIApp:
+    """HTTP: `/mcp` to the MCP endpoint, everything else to `http` (Django)."""
 
     async def route(scope: Scope, receive: Receive, send: Send) -> None:
         if is_mcp(scope):
             await endpoint(scope, receive, send)
-        elif scope["type"] == "lifespan":
-            await endpoint.lifespan(scope, receive, send)
         else:
-            await application(scope, receive, send)
+            await http(scope, receive, send)
 
     return route
+
+
+lifespan = endpoint.lifespan  # only the MCP endpoint has anything to start

@@ -145,9 +145,7 @@ async def list_notebooks(ctx: Context) -> dict[str, Any]:
     ),
 )
 async def ask(
-    question: Annotated[
-        str, Field(min_length=1, description="The question, in plain words.")
-    ],
+    question: Annotated[str, Field(min_length=1, description="The question, in plain words.")],
     ctx: Context,
     notebook_id: Annotated[
         int | None, Field(ge=1, description="The notebook to ask (an id from list_notebooks).")

@@ -103,7 +103,8 @@ def _run(name: str, context: AnswerRequest, arguments: dict[str, Any]) -> ToolRe
 
 def _passage(caller: Caller, passage: dict[str, Any]) -> dict[str, Any]:
     """A passage as MCP returns it: where it is, its text, and a link to open it."""
-    out = {key: passage[key] for key in ("n", "kind", "note_id", "note_title") if key in passage}
+    keys = ("n", "kind", "note_id", "note_title")
+    out: dict[str, Any] = {key: passage[key] for key in keys if key in passage}
     if passage["kind"] == "document":
         attachment_id = int(passage["attachment_id"])
         page = passage.get("page")
@@ -231,7 +232,7 @@ def ask(caller: Caller, *, question: str, notebook_id: int | None = None) -> dic
                 if notebooks
                 else "You have no notebooks this token may see."
             )
-        notebook = notebooks[0]
+        notebook: Notebook = notebooks[0]
     else:
         notebook = _notebook(caller, notebook_id)
     title = gettext("MCP: %(question)s") % {"question": " ".join(question.split())[:TITLE_CHARS]}

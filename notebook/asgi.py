@@ -15,7 +15,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from core.embeddings import warm_up_in_background  # noqa: E402
 from core.websocket import SameOriginValidator  # noqa: E402
-from mcpserver.asgi import with_mcp  # noqa: E402
+from mcpserver.asgi import lifespan, with_mcp  # noqa: E402
 from notebook.routing import websocket_urlpatterns  # noqa: E402
 
 # The process that imports this serves requests (daphne under `manage.py serve`, or any ASGI
@@ -23,13 +23,15 @@ from notebook.routing import websocket_urlpatterns  # noqa: E402
 # Other manage.py commands never import this module.
 warm_up_in_background()
 
-application = with_mcp(
-    ProtocolTypeRouter(
-        {
-            "http": django_asgi_app,
-            # The whole origin (scheme, host, port) must be this site's, not only its host
-            # name: a page on another port of the same host is another site.
-            "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
-        }
-    )
+application = ProtocolTypeRouter(
+    {
+        # `/mcp` is the MCP server (personal access tokens); every other path is Django's.
+        "http": with_mcp(django_asgi_app),
+        # The whole origin (scheme, host, port) must be this site's, not only its host name:
+        # a page on another port of the same host is another site.
+        "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        # Servers that speak the lifespan protocol start the MCP session manager with it;
+        # daphne does not, and the first /mcp request starts it (mcpserver.asgi).
+        "lifespan": lifespan,
+    }
 )

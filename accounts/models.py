@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -34,6 +35,13 @@ class ApiToken(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # Scope: a read-only token may only read (GET in the API; reading tools and asking over MCP).
+    read_only = models.BooleanField(default=False)
+    # Limited to `notebooks` when set. The flag, not the rows, says so: a limited token whose
+    # notebooks were all deleted (their rows cascade away) sees none, not all. A string
+    # reference: accounts sits below notes and imports nothing of it.
+    notebook_limited = models.BooleanField(default=False)
+    notebooks = models.ManyToManyField("notes.Notebook", blank=True, related_name="+")
 
     class Meta:
         ordering = ["-created_at"]
@@ -45,6 +53,31 @@ class ApiToken(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+
+@dataclass(frozen=True)
+class TokenScope:
+    """What the personal access token of one request may do: travels on the request's user
+    (`scope_attach`), so that notes.selectors narrows every read to `notebook_ids` (None: every
+    notebook the user may see) and the API and MCP refuse writes when `read_only`."""
+
+    token_id: int
+    read_only: bool = False
+    notebook_ids: frozenset[int] | None = None
+
+
+_SCOPE_ATTRIBUTE = "token_scope"
+
+
+def scope_attach(user: object, scope: TokenScope) -> None:
+    """Mark this user object (one request's) as acting through a token with `scope`."""
+    setattr(user, _SCOPE_ATTRIBUTE, scope)
+
+
+def scope_of(user: object) -> TokenScope | None:
+    """The token scope this user object acts under; None for a browser session (no limit)."""
+    scope = getattr(user, _SCOPE_ATTRIBUTE, None)
+    return scope if isinstance(scope, TokenScope) else None
 
 
 def invitation_expiry() -> datetime:

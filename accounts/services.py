@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import secrets
+from collections.abc import Collection
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -19,10 +20,14 @@ from accounts.models import (
     ApiToken,
     Invitation,
     OidcIdentity,
+    TokenScope,
     generate_token,
     hash_token,
     invitation_expiry,
+    scope_attach,
 )
+from accounts.selectors import token_notebook_choices
+from core.ratelimit import RateLimited, rate_limit
 from core.websocket import user_sockets_tell
 
 if TYPE_CHECKING:
@@ -31,10 +36,22 @@ if TYPE_CHECKING:
 MAX_ACTIVE_TOKENS = 20
 # Writing last_used_at on every request would turn each API read into a write.
 LAST_USED_RESOLUTION = timedelta(minutes=5)
+# Wrong tokens are counted by what they start with too, so that a guessing run spread over many
+# addresses is still refused: "nbk_" and 8 characters (48 bits) tell runs apart, and say little
+# about a real token (the limit keeps only a digest of the key besides).
+WRONG_TOKEN_PREFIX_CHARS = 12
 
 
-def api_token_create(*, user: User, name: str) -> tuple[ApiToken, str]:
-    """Create a token for `user`; returns the row and the raw token, which is never stored."""
+def api_token_create(
+    *,
+    user: User,
+    name: str,
+    read_only: bool = False,
+    notebook_ids: Collection[int] | None = None,
+) -> tuple[ApiToken, str]:
+    """Create a token for `user`; returns the row and the raw token, which is never stored.
+    `read_only` refuses its writes; `notebook_ids` (non-empty) limits it to those notebooks,
+    each one the user may see (ValidationError otherwise, and nothing is created)."""
     name = " ".join(name.split())
     if not name:
         raise ValidationError(
@@ -51,10 +68,22 @@ def api_token_create(*, user: User, name: str) -> tuple[ApiToken, str]:
             )
             % {"count": MAX_ACTIVE_TOKENS}
         )
+    limit = set(notebook_ids or ())
+    if limit - {pk for pk, _title in token_notebook_choices(user=user)}:
+        raise ValidationError(
+            {"notebooks": gettext("Choose among your own notebooks (one is no longer there).")}
+        )
     raw = generate_token()
-    token = ApiToken.objects.create(
-        user=user, name=name, token_hash=hash_token(raw), prefix=raw[:10]
-    )
+    with transaction.atomic():
+        token = ApiToken.objects.create(
+            user=user,
+            name=name,
+            token_hash=hash_token(raw),
+            prefix=raw[:10],
+            read_only=read_only,
+            notebook_limited=bool(limit),
+        )
+        token.notebooks.set(sorted(limit))
     return token, raw
 
 
@@ -67,7 +96,9 @@ def api_token_revoke(*, token: ApiToken) -> ApiToken:
 
 
 def api_token_authenticate(*, raw: str) -> User | None:
-    """The active user owning this raw token, or None."""
+    """The active user owning this raw token, or None. The user carries the token's scope
+    (accounts.models.scope_of), read afresh on every call: a narrowed or revoked token acts so
+    on its next request."""
     if not raw or len(raw) > 200:
         return None
     token = (
@@ -80,7 +111,31 @@ def api_token_authenticate(*, raw: str) -> User | None:
     now = timezone.now()
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
-    return token.user
+    notebook_ids = None
+    if token.notebook_limited:
+        notebook_ids = frozenset(token.notebooks.values_list("pk", flat=True))
+    user = token.user
+    scope_attach(user, TokenScope(token.pk, read_only=token.read_only, notebook_ids=notebook_ids))
+    return user
+
+
+def api_token_check(*, raw: str, address: str) -> User | None:
+    """`api_token_authenticate` for a request from `address` (a core.ratelimit key), for the
+    API and MCP alike. A right token is never refused for others' failures. A wrong one spends
+    the "token" budget of its address and of its prefix; once either is spent, RateLimited
+    (429) instead of None (401) until that window ends."""
+    user = api_token_authenticate(raw=raw)
+    if user is not None:
+        return user
+    refusals: list[RateLimited] = []
+    for key in (address, f"prefix:{raw[:WRONG_TOKEN_PREFIX_CHARS]}"):
+        try:
+            rate_limit(scope="token", key=key)
+        except RateLimited as exc:
+            refusals.append(exc)
+    if refusals:
+        raise max(refusals, key=lambda exc: exc.retry_after)
+    return None
 
 
 def user_sockets_close(*, user: User) -> None:

@@ -119,17 +119,21 @@ def login_locked_out(request: HttpRequest, *args: object) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def account_settings(request: AuthenticatedHttpRequest) -> HttpResponse:
-    form = ApiTokenForm(request.POST or None)
+    notebooks = selectors.token_notebook_choices(user=request.user)
+    form = ApiTokenForm(request.POST or None, notebooks=notebooks)
     new_token: str | None = None
     if request.method == "POST" and form.is_valid():
         try:
             _, new_token = services.api_token_create(
-                user=request.user, name=form.cleaned_data["name"]
+                user=request.user,
+                name=form.cleaned_data["name"],
+                read_only=form.cleaned_data["read_only"],
+                notebook_ids=form.cleaned_data["notebooks"],
             )
         except ValidationError as exc:
             form.add_error(None, exc)
         else:
-            form = ApiTokenForm()
+            form = ApiTokenForm(notebooks=notebooks)
     context = {
         "form": form,
         "new_token": new_token,
@@ -149,7 +153,11 @@ def api_token_revoke(request: AuthenticatedHttpRequest, token_id: int) -> HttpRe
         gettext("Revoked “%(name)s”. Scripts using it now get 401.") % {"name": token.name},
     )
     if request.htmx:
-        context = {"form": ApiTokenForm(), "tokens": selectors.api_token_list(user=request.user)}
+        notebooks = selectors.token_notebook_choices(user=request.user)
+        context = {
+            "form": ApiTokenForm(notebooks=notebooks),
+            "tokens": selectors.api_token_list(user=request.user),
+        }
         return render(request, "accounts/settings.html#tokens", context)
     return redirect("accounts:settings")
 

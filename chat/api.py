@@ -138,6 +138,9 @@ def create_message(
     events, ending with `done` or `error`. The answer is saved even if you stop reading.
     Too many questions a minute: 429 with Retry-After, nothing saved."""
     conversation = selectors.conversation_get(user=request.user, conversation_id=conversation_id)
+    # The same row as request.user (the selector checked), but this object carries a token's
+    # scope: the question's chosen sources resolve against it (chat.selection).
+    conversation.owner = request.user
     listener = runner.Listener()
     try:
         question, answer = answering.ask(

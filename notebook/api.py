@@ -16,35 +16,34 @@ from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.security import HttpBearer, SessionAuth
 
-from accounts.services import api_token_authenticate
-from core.ratelimit import RateLimited, address_key, rate_limit
+from accounts.models import scope_of
+from accounts.services import api_token_check
+from core.ratelimit import RateLimited, address_key
 
-# Wrong tokens are counted by what they start with too, so that a guessing run spread over many
-# addresses is still refused: "nbk_" and 8 characters (48 bits) tell runs apart, and say little
-# about a real token (the limit keeps only a digest of the key besides).
-WRONG_TOKEN_PREFIX_CHARS = 12
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+class ReadOnlyToken(Exception):
+    """A read-only token sent a request that could change something: 403."""
 
 
 class TokenAuth(HttpBearer):
     """`Authorization: Bearer nbk_…` with a personal access token (no CSRF: no cookies involved).
     A right token is never refused for others' failures. A wrong one spends the "token" budget
     of its address and of its prefix; once either is spent, wrong tokens get 429 instead of
-    401 until that window ends."""
+    401 until that window ends (accounts.services.api_token_check). A read-only token gets 403
+    for any method but GET, HEAD and OPTIONS; a token limited to notebooks sees only those
+    (its scope travels on request.user to notes.selectors)."""
 
     def authenticate(self, request: HttpRequest, token: str) -> Any:
-        user = api_token_authenticate(raw=token)
-        if user is not None:
-            request.user = user
-            return user
-        refusals: list[RateLimited] = []
-        for key in (address_key(request), f"prefix:{token[:WRONG_TOKEN_PREFIX_CHARS]}"):
-            try:
-                rate_limit(scope="token", key=key)
-            except RateLimited as exc:
-                refusals.append(exc)
-        if refusals:
-            raise max(refusals, key=lambda exc: exc.retry_after)
-        return None
+        user = api_token_check(raw=token, address=address_key(request))
+        if user is None:
+            return None
+        scope = scope_of(user)
+        if scope is not None and scope.read_only and request.method not in SAFE_METHODS:
+            raise ReadOnlyToken
+        request.user = user
+        return user
 
 
 api = NinjaAPI(
@@ -75,6 +74,15 @@ def validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse
 def permission_denied(request: HttpRequest, exc: PermissionDenied) -> HttpResponse:
     # A member of a shared notebook whose role does not allow this (notes.selectors).
     detail = str(exc) or "You are not allowed to do this."
+    return api.create_response(request, {"detail": detail}, status=403)
+
+
+@api.exception_handler(ReadOnlyToken)
+def read_only_token(request: HttpRequest, exc: ReadOnlyToken) -> HttpResponse:
+    detail = (
+        "This token is read-only: it may only read (GET). Create a token without "
+        "“Read-only” under Settings → Personal access tokens to change anything."
+    )
     return api.create_response(request, {"detail": detail}, status=403)
 
 

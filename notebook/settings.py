@@ -83,6 +83,7 @@ INSTALLED_APPS = [
     "intelligence",
     "workspace",
     "exports",
+    "mcpserver",
 ]
 
 MIDDLEWARE = [

@@ -16,6 +16,7 @@ from django.db.models import Case, CharField, Count, OuterRef, Q, QuerySet, Subq
 from django.shortcuts import get_object_or_404
 from django.utils.translation import gettext_lazy as _
 
+from accounts.models import scope_of
 from notes.models import ROLE_RANK, Note, Notebook, NotebookMembership, Role
 
 if TYPE_CHECKING:
@@ -31,7 +32,13 @@ class NotebookAnnotations(TypedDict):
 
 def _visible_notebooks(*, user: User) -> QuerySet[Notebook]:
     shared = NotebookMembership.objects.filter(user=user).values("notebook_id")
-    return Notebook.objects.filter(Q(owner=user) | Q(pk__in=shared))
+    notebooks = Notebook.objects.filter(Q(owner=user) | Q(pk__in=shared))
+    # A request made with a personal access token limited to some notebooks (the API, MCP)
+    # sees only those of them the user may still see: every read below narrows with it.
+    scope = scope_of(user)
+    if scope is not None and scope.notebook_ids is not None:
+        notebooks = notebooks.filter(pk__in=scope.notebook_ids)
+    return notebooks
 
 
 def _with_role(notebooks: QuerySet[Notebook], *, user: User) -> QuerySet[Notebook]:
@@ -61,6 +68,12 @@ def notebook_list(*, user: User) -> QuerySet[WithAnnotations[Notebook, NotebookA
     return cast("QuerySet[WithAnnotations[Notebook, NotebookAnnotations]]", notebooks)
 
 
+def notebook_choices(user: User) -> list[tuple[int, str]]:
+    """(id, title) of the notebooks the user may see, by title: what a token can be limited
+    to."""
+    return list(_visible_notebooks(user=user).order_by("title", "pk").values_list("pk", "title"))
+
+
 def role_allows(role: str, needed: Role) -> bool:
     return ROLE_RANK.get(Role(role), 0) >= ROLE_RANK[needed] if role else False
 
@@ -82,6 +95,9 @@ def notebook_check(*, user: User, notebook: Notebook, role: Role) -> None:
         current = notebook_role(user=user, notebook=notebook)
     if not role_allows(current, role):
         raise PermissionDenied(_REFUSALS[role])
+    scope = scope_of(user)  # a read-only token changes nothing, whatever the user's role
+    if scope is not None and scope.read_only:
+        raise PermissionDenied(_("This token is read-only."))
 
 
 _REFUSALS = {

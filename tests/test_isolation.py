@@ -804,3 +804,73 @@ def test_a_viewer_changes_nothing_through_the_api(method, path, alice_api, share
     else:
         assert status == 403, f"{method} {url} answered {status}"
     _shared_data_untouched(shared_with_alice)
+
+
+# --- MCP tools (/mcp) -------------------------------------------------------------------------
+
+# Every MCP tool (mcpserver.server), with the kind of object each of its id arguments names.
+MCP_TOOL_ID_ARGS: dict[str, dict[str, str]] = {
+    "document_search": {"notebook_id": "notebook", "note_id": "note"},
+    "note_search": {"notebook_id": "notebook"},
+    "note_read": {"note_id": "note"},
+    "list_notebooks": {},
+    "ask": {"notebook_id": "notebook"},
+}
+
+
+def _mcp_tools() -> dict[str, dict[str, Any]]:
+    from mcpserver.server import mcp
+
+    return {tool.name: tool.input_schema for tool in async_to_sync(mcp.list_tools)()}
+
+
+def test_every_mcp_tool_is_covered_by_this_test():
+    from mcpserver.tools import TOOLS
+
+    tools = _mcp_tools()
+    assert set(tools) == set(MCP_TOOL_ID_ARGS) == set(TOOLS)
+    for name, schema in tools.items():
+        ids = {field for field in schema.get("properties", {}) if field.endswith(("_id", "_ids"))}
+        assert ids == set(MCP_TOOL_ID_ARGS[name]), f"{name}: list its id arguments"
+
+
+@pytest.mark.parametrize("name", sorted(MCP_TOOL_ID_ARGS))
+def test_mcp_tools_never_return_another_users_objects(name, alice, bob, bobs_objects):
+    """Called as Alice with Bob's ids (each in turn, the others left out) and words only Bob's
+    note contains, an MCP tool says "not found" or answers from Alice's sources only."""
+    from mcpserver.tools import TOOLS, Caller, ToolFailure
+    from notes import indexing
+    from notes.services import note_create, note_update, notebook_create
+
+    bobs_note = Note.objects.get(pk=bobs_objects["note"])
+    note_update(note=bobs_note, body=f"{TOOL_CANARY} bob only, the vault code")
+    indexing.note_embed(note_id=bobs_note.pk)
+    notebook = notebook_create(owner=alice, title="Alice's")
+    hers = note_create(notebook=notebook, author=alice, title="Alice's note", body="the vault")
+    indexing.note_embed(note_id=hers.pk)
+
+    schema = _mcp_tools()[name]
+    words = {field: f"{TOOL_CANARY} bob vault code" for field in ("query", "question")}
+    base = {k: v for k, v in words.items() if k in schema.get("properties", {})}
+    calls = [{**base, field: bobs_objects[kind]} for field, kind in MCP_TOOL_ID_ARGS[name].items()]
+    # Without ids too, where none is required; but `ask` then answers in Alice's one notebook,
+    # which waits for a commit this test never makes (tests/mcpserver asks for real).
+    if not set(schema.get("required", [])) & set(MCP_TOOL_ID_ARGS[name]) and name != "ask":
+        calls.append(base)
+    for arguments in calls:
+        refusal = ""
+        try:
+            result = TOOLS[name](Caller(user=alice, base_url="http://testserver"), **arguments)
+        except ToolFailure as exc:
+            refusal = str(exc)
+        if refusal:  # the "not found" of a missing id
+            assert refusal.startswith("No "), refusal
+            assert "Bob" not in refusal
+            continue
+        text = json.dumps(result)
+        assert TOOL_CANARY not in text or name == "ask", (name, arguments)
+        assert "Bob" not in text, (name, arguments)
+        assert "bob only" not in text, (name, arguments)
+        assert bobs_objects["notebook"] not in {nb["id"] for nb in result.get("notebooks", [])}
+        for passage in result.get("results", []):
+            assert passage["note_id"] == hers.pk, passage

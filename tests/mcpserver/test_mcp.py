@@ -17,7 +17,7 @@ from mcp.shared.exceptions import MCPError
 
 from accounts.services import api_token_create, api_token_revoke
 from attachments.models import NoteAttachment
-from notes.services import note_create, notebook_create
+from notes.services import membership_add, membership_remove, note_create, notebook_create
 from tests.fixtures.documents import ingest, text_pdf, upload
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -263,6 +263,44 @@ def test_a_revoked_token_is_refused_on_the_next_call_of_the_same_session(server,
     assert not first[0]
     assert refused is not None
     assert "Authentication required" in str(refused)
+
+
+def test_a_revoked_membership_is_nothing_on_the_next_call_of_the_same_session(server, world, bob):
+    """Bob is a viewer of Alice's garden: through MCP he searches it and reads its note; once
+    she revokes him, the next call of the same session finds nothing of it."""
+    membership = membership_add(
+        notebook=world["garden"], by=world["alice"], identifier="bob", role="viewer"
+    )
+    _, token = api_token_create(user=bob, name="bob's assistant")
+
+    def revoke() -> None:
+        try:
+            membership_remove(membership=membership)
+        finally:
+            connection.close()  # this helper thread's, or the test database outlives the run
+
+    async def body(client: Client) -> tuple[Any, ...]:
+        garden = world["garden"].pk
+        listed = await call(client, "list_notebooks")
+        found = await call(client, "document_search", query="grey heron millpond",
+                           notebook_id=garden)  # fmt: skip
+        read = await call(client, "note_read", note_id=world["herons"].pk)
+        await sync_to_async(revoke)()
+        listed_after = await call(client, "list_notebooks")
+        found_after = await call(client, "document_search", query="grey heron millpond",
+                                 notebook_id=garden)  # fmt: skip
+        read_after = await call(client, "note_read", note_id=world["herons"].pk)
+        return listed, found, read, listed_after, found_after, read_after
+
+    listed, found, read, listed_after, found_after, read_after = run(server, token, body)
+    assert world["garden"].pk in {nb["id"] for nb in listed[1]["notebooks"]}
+    assert "herons.pdf" in str(found[1])
+    assert not read[0]
+    assert "Heron notes." in str(read[1])
+    assert world["garden"].pk not in {nb["id"] for nb in listed_after[1]["notebooks"]}
+    for after in (found_after, read_after):
+        assert "herons.pdf" not in str(after[1])
+        assert "Heron notes." not in str(after[1])
 
 
 def test_ask_answers_with_citations_quoted_from_the_source(server, world):

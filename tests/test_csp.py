@@ -72,6 +72,7 @@ FILL = {
     "message_id": "message",
     "token_id": "token",
     "memory_id": "memory",
+    "member_id": "member",
     # Alice's password-reset link.
     "uidb64": "reset_uid",
     "token": "reset_token",
@@ -150,7 +151,18 @@ def alices_objects(alice) -> dict[str, int | str]:
         ).pk,
         "reset_uid": urlsafe_base64_encode(force_bytes(alice.pk)),
         "reset_token": default_token_generator.make_token(alice),
+        "member": _member_of(notebook, alice),
     }
+
+
+def _member_of(notebook, owner) -> int:
+    """A user the notebook is shared with (the sharing pages name members)."""
+    from notes.services import membership_add
+    from tests.factories import UserFactory
+
+    member = UserFactory.create(username="mona")
+    membership_add(notebook=notebook, by=owner, identifier="mona", role="viewer")
+    return int(member.pk)
 
 
 def _check_every_route(client: Client, ids: dict[str, int | str], *, logged_in: bool) -> list[str]:

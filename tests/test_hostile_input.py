@@ -30,7 +30,8 @@ from accounts.services import api_token_create
 from chat.models import Conversation, Memory, Message
 from intelligence.models import SourceProfile
 from notes.models import Note
-from notes.services import note_create, notebook_create
+from notes.services import membership_add, note_create, notebook_create
+from tests.factories import UserFactory
 from tests.fixtures.documents import upload
 from tests.routes import (
     VERBS,
@@ -69,6 +70,8 @@ def mine(alice) -> dict[str, int]:
     SourceProfile.objects.create(
         attachment=attachment, doc_type="receipt", better_name="Her receipt", status="ready"
     )
+    member = UserFactory.create(username="mona")  # the sharing pages name a member
+    membership_add(notebook=notebook, by=alice, identifier="mona", role="viewer")
     return {
         "notebook": notebook.pk,
         "note": note.pk,
@@ -77,6 +80,8 @@ def mine(alice) -> dict[str, int]:
         "message": answer.pk,
         "memory": memory.pk,
         "token": token.pk,
+        "member": member.pk,
+        "user": member.pk,  # a hand-over's `user_id`
         # A password-reset link's user (its token: the one above; neither is valid).
         "uidb64": alice.pk,
     }

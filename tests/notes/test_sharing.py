@@ -116,7 +116,7 @@ def test_conversations_and_memories_stay_private_to_their_author(shared, alice, 
         assert f"/chats/{alices.pk}/" not in listing
         assert (
             "alice likes tea"
-            not in client.get(f"/notebooks/{notebook.pk}/memory/").content.decode()
+            not in client.get(f"/notebooks/{notebook.pk}/memories/").content.decode()
         )
         assert api_of(other).get(f"/api/conversations/{alices.pk}").status_code == 404
     # She can ask in her own conversation of the shared notebook.

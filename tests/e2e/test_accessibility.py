@@ -54,7 +54,11 @@ def describe(violations: list[dict[str, Any]]) -> str:
 
 def pages(tour: Tour) -> dict[str | None, list[tuple[str, str]]]:
     return {
-        None: [("login", "/accounts/login/"), ("signup", "/accounts/signup/")],
+        None: [
+            ("login", "/accounts/login/"),
+            ("signup", "/accounts/signup/"),
+            ("password reset", "/accounts/password/reset/"),
+        ],  # fmt: skip
         tour.newcomer: [("notebooks-empty", "/")],
         tour.username: [
             ("notebooks", "/"),
@@ -65,6 +69,8 @@ def pages(tour: Tour) -> dict[str | None, list[tuple[str, str]]]:
             ("search with results", f"/search/?q={tour.search_query.replace(' ', '+')}"),
             ("settings", "/settings/"),
             ("memories", f"/notebooks/{tour.notebook_id}/memories/"),
+            ("share", f"/notebooks/{tour.notebook_id}/share/"),
+            ("account deletion", "/settings/delete/"),
             ("404", "/no-such-page/"),
         ],
     }

@@ -38,6 +38,7 @@ def stops(tour: Tour) -> dict[str | None, list[Stop]]:
         None: [
             Stop("login", "/accounts/login/", "Log in"),
             Stop("signup", "/accounts/signup/", "Create your account"),
+            Stop("password-reset", "/accounts/password/reset/", "Forgot your password?"),
         ],
         tour.newcomer: [Stop("notebooks-empty", "/", "Your notebooks")],
         tour.username: [
@@ -50,6 +51,8 @@ def stops(tour: Tour) -> dict[str | None, list[Stop]]:
             Stop("conversation", f"/chats/{tour.conversation_id}/", "Why does the url package"),
             Stop("search", f"/search/?q={tour.search_query.replace(' ', '+')}", "Search"),
             Stop("memories", f"/notebooks/{tour.notebook_id}/memories/", "Memory of"),
+            Stop("share", f"/notebooks/{tour.notebook_id}/share/", "Share this notebook"),
+            Stop("account-delete", "/settings/delete/", "Delete your account?"),
             Stop("settings", "/settings/", "Settings"),
             Stop("password", "/settings/password/", "Change password"),
             Stop("404", "/no-such-page/", "Page not found"),

@@ -58,7 +58,7 @@ def pages(tour: Tour) -> dict[str | None, list[tuple[str, str]]]:
             ("login", "/accounts/login/"),
             ("signup", "/accounts/signup/"),
             ("password reset", "/accounts/password/reset/"),
-        ],  # fmt: skip
+        ],
         tour.newcomer: [("notebooks-empty", "/")],
         tour.username: [
             ("notebooks", "/"),

@@ -12,6 +12,7 @@ from attachments import selectors, services
 from attachments.models import DocumentPage, NoteAttachment
 from attachments.schemas import (
     AttachmentOut,
+    LinkIn,
     PageOut,
     PasswordIn,
     TextSourceOut,
@@ -23,7 +24,7 @@ from core.params import Id
 from core.ratelimit import rate_limit, user_key
 from core.types import AuthenticatedHttpRequest
 from notes.models import Role
-from notes.selectors import note_get
+from notes.selectors import note_get, notebook_get
 
 router = Router(tags=["attachments"])
 
@@ -129,6 +130,20 @@ def list_attachment_pages(
 ) -> QuerySet[DocumentPage]:
     """The extracted text, page by page (`is_ocr` marks pages read by OCR)."""
     return selectors.attachment_pages(user=request.user, attachment_id=attachment_id)
+
+
+@router.post("/notebooks/{notebook_id}/links", response={201: AttachmentOut})
+def create_link(
+    request: AuthenticatedHttpRequest, notebook_id: Id, payload: LinkIn
+) -> Status[NoteAttachment]:
+    """Add a web page (or a YouTube video's transcript) by its address, on a new note titled
+    after it; the worker fetches it (public addresses only; size and time capped) and reads it
+    like a file: poll the attachment for its status. 422 for an address that is not http(s),
+    409 when the notebook has it already."""
+    notebook = notebook_get(user=request.user, notebook_id=notebook_id, role=Role.EDITOR)
+    rate_limit(scope="upload", key=user_key(request.user))  # 429 beyond it (notebook.api)
+    attachment = services.source_add_link(user=request.user, notebook=notebook, url=payload.url)
+    return Status(201, attachment)
 
 
 @router.post("/attachments/{attachment_id}/password", response=AttachmentOut)

@@ -25,11 +25,17 @@ def attachment_path(instance: NoteAttachment, filename: str) -> str:
 
 
 class NoteAttachment(models.Model):
-    """A PDF or an image attached to a note, and the state of its ingestion."""
+    """A source attached to a note (a PDF, an image, an Office document or e-book, a web
+    page, a transcript or an audio file), and the state of its ingestion."""
 
     class Kind(models.TextChoices):
         PDF = "pdf", "PDF"
         IMAGE = "image", pgettext_lazy("attachment kind", "Image")
+        # Read into units (attachments.formats): sections, slides, sheet rows, time windows.
+        DOCUMENT = "document", pgettext_lazy("attachment kind", "Document")
+        WEB = "web", pgettext_lazy("attachment kind", "Web page")
+        TRANSCRIPT = "transcript", pgettext_lazy("attachment kind", "Transcript")
+        AUDIO = "audio", pgettext_lazy("attachment kind", "Audio")
 
     class Status(models.TextChoices):
         PENDING = "pending", pgettext_lazy("attachment status", "Queued")
@@ -54,7 +60,13 @@ class NoteAttachment(models.Model):
     file = models.FileField(upload_to=attachment_path, max_length=255)
     original_name = models.CharField(max_length=255)
     # An image is OCR'd into one page and otherwise treated like a one-page PDF.
-    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.PDF)
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.PDF)
+    # What the content is within its kind ("docx", "epub", "html", "vtt", "srt", "youtube",
+    # "mp3", …; "" for PDFs and images), decided from the content, not the file name.
+    format = models.CharField(max_length=16, blank=True)
+    # A web page or a YouTube video: where it was fetched from (the worker fetches it again
+    # on "Re-fetch"); "" for uploaded files.
+    source_url = models.URLField(max_length=2000, blank=True)
     size = models.PositiveBigIntegerField()
     sha256 = models.CharField(max_length=64)
     page_count = models.PositiveIntegerField(null=True, blank=True)
@@ -141,6 +153,8 @@ class NoteAttachment(models.Model):
 
     @property
     def media_type(self) -> str:
+        if self.format:  # an Office file, e-book, page, transcript or audio: downloaded only
+            return "application/octet-stream"
         return _MEDIA_TYPES.get(self.extension, "application/pdf")
 
     @property
@@ -169,6 +183,10 @@ class DocumentPage(models.Model):
     lines = models.JSONField(default=list, blank=True)
     # [start, end] of each running head or footer line: in no chunk; dimmed when shown.
     running = models.JSONField(default=list, blank=True)
+    # A unit of a non-PDF source (attachments.formats.Unit): how citations name it ("Slide 3",
+    # "Install › On Debian", "12:34"), and for transcripts where it starts. "" for PDF pages.
+    label = models.CharField(max_length=300, blank=True)
+    start_seconds = models.FloatField(null=True, blank=True)
 
     class Meta:
         ordering = ["number"]

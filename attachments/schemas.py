@@ -2,14 +2,16 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from ninja import Schema
+from ninja import Field, Schema
 
 
 class AttachmentOut(Schema):
     id: int
     note_id: int
     original_name: str
-    kind: str  # "pdf" | "image"
+    kind: str  # "pdf" | "image" | "document" | "web" | "transcript" | "audio"
+    format: str  # within the kind: "docx", "html", "vtt", "youtube", … ("" for PDFs, images)
+    source_url: str  # a link's address ("" for an uploaded file)
     size: int
     sha256: str
     page_count: int | None
@@ -62,3 +64,7 @@ class PageOut(Schema):
 
 class PasswordIn(Schema):
     password: str
+
+
+class LinkIn(Schema):
+    url: str = Field(max_length=4000, description="A web page, or a YouTube video's address.")

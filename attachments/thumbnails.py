@@ -32,6 +32,8 @@ def thumbnail_make(*, attachment: NoteAttachment, source: Path | None = None) ->
     """Write the attachment's thumbnail from `source` (default: its stored file); the path,
     or None when it could not be made (an empty marker file is left instead)."""
     out = thumbnail_path(attachment)
+    if attachment.format:  # a non-PDF source has no page to draw: never fed to the renderer
+        return None
     out.parent.mkdir(parents=True, exist_ok=True)
     try:
         render_thumbnail(source or Path(attachment.file.path), out, kind=attachment.kind)

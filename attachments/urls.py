@@ -14,6 +14,7 @@ urlpatterns = [
         views.notebook_source_upload,
         name="notebook_upload",
     ),
+    path("notebooks/<int:notebook_id>/links/", views.notebook_link_add, name="notebook_link"),
     path("attachments/<int:attachment_id>/row/", views.attachment_row, name="row"),
     path("attachments/<int:attachment_id>/source/", views.source_row, name="source"),
     path("attachments/<int:attachment_id>/file/", views.attachment_download, name="download"),

@@ -7,11 +7,12 @@ from __future__ import annotations
 import hashlib
 import io
 import re
+import tempfile
 import unicodedata
 import warnings
 from dataclasses import dataclass
 from enum import StrEnum
-from pathlib import PurePosixPath, PureWindowsPath
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import TYPE_CHECKING
 
 from django.conf import settings
@@ -20,6 +21,7 @@ from django.core.files.uploadedfile import UploadedFile
 from django.utils.formats import number_format
 from django.utils.translation import gettext
 
+from attachments.formats import registry
 from core import quota
 
 if TYPE_CHECKING:
@@ -33,6 +35,9 @@ class SourceKind(StrEnum):
     PDF = "pdf"  # stored as a file, hashed as bytes, ingested by the worker
     TEXT = "text"  # becomes a note: decoded, normalised, hashed as text
     IMAGE = "image"  # stored as a file like a PDF, hashed as bytes, OCR'd by the worker
+    # An Office document, e-book, HTML file, transcript or audio file (attachments.formats):
+    # stored as a file, hashed as bytes, its format decided by content, read into units.
+    FORMAT = "format"
 
 
 # What may be uploaded, by extension (lower case): the one place that says so. Everything
@@ -81,20 +86,34 @@ def upload_batch_limit_error(count: int) -> ValidationError | None:
     )
 
 
+def _format_extensions() -> list[str]:
+    return sorted({ext for fmt in registry.formats() for ext in fmt.extensions})
+
+
 def upload_accept() -> str:
     """The file inputs' `accept` attribute: the allowlist's extensions and media types."""
-    return ",".join([*UPLOAD_MEDIA_TYPES, *UPLOAD_TYPES])
+    media = [m for fmt in registry.formats() for m in fmt.media_types]
+    return ",".join(dict.fromkeys([*UPLOAD_MEDIA_TYPES, *media, *UPLOAD_TYPES,
+                                   *_format_extensions()]))  # fmt: skip
+
+
+def accepted_extensions() -> list[str]:
+    """Every extension an upload may have, for messages."""
+    return [*UPLOAD_TYPES, *_format_extensions()]
 
 
 def upload_kind(raw_name: str | None) -> SourceKind:
     """The kind of source a file of this name becomes; ValidationError(code="file_type"),
     naming the file and what is accepted, for any extension not on the allowlist."""
     name = clean_filename(raw_name)
-    kind = UPLOAD_TYPES.get(PurePosixPath(name).suffix.lower())
+    extension = PurePosixPath(name).suffix.lower()
+    kind = UPLOAD_TYPES.get(extension)
+    if kind is None and registry.by_extension(extension):
+        kind = SourceKind.FORMAT
     if kind is None:
         raise ValidationError(
             gettext("“%(name)s” cannot be added: only %(types)s files are accepted.")
-            % {"name": name, "types": ", ".join(UPLOAD_TYPES)},
+            % {"name": name, "types": ", ".join(accepted_extensions())},
             code="file_type",
         )
     return kind
@@ -109,6 +128,7 @@ class ValidatedUpload:
     encrypted: bool
     kind: str = "pdf"  # NoteAttachment.Kind
     extension: str = ".pdf"  # what the file is stored and served as
+    format: str = ""  # NoteAttachment.format (attachments.formats.registry)
 
 
 def clean_filename(raw: str | None) -> str:
@@ -384,4 +404,45 @@ def _too_many_pixels(name: str) -> ValidationError:
             "limit": number_format(settings.IMAGE_MAX_PIXELS / 1_000_000, decimal_pos=0),
         },
         code="too_many_pixels",
+    )
+
+
+def validate_format_upload(*, user: User, uploaded: UploadedFile[bytes]) -> ValidatedUpload:
+    """Raise ValidationError with a message naming the file unless it is one of the registered
+    formats its extension names (attachments.formats.registry), judged by its content (a
+    `.docx` that is a PDF or a random zip is refused), within the size cap and the quota,
+    and the format is usable here (audio needs a transcription server)."""
+    name = clean_filename(uploaded.name)
+    extension = PurePosixPath(name).suffix.lower()
+    size = uploaded.size or 0
+    limit = settings.MAX_UPLOAD_MB * MB
+    if size > limit:
+        raise ValidationError(
+            gettext("“%(name)s” is %(size)s; the limit is %(limit)s MB.")
+            % {"name": name, "size": _human(size), "limit": settings.MAX_UPLOAD_MB},
+            code="too_large",
+        )
+    if size == 0:
+        raise ValidationError(gettext("“%(name)s” is empty.") % {"name": name}, code="empty")
+    digest = hashlib.sha256()
+    uploaded.seek(0)
+    with tempfile.NamedTemporaryFile(suffix=extension) as copy:
+        for chunk in uploaded.chunks():
+            digest.update(chunk)
+            copy.write(chunk)
+        copy.flush()
+        uploaded.seek(0)
+        fmt = registry.format_for(Path(copy.name), extension)
+    if fmt is None:
+        labels = " or ".join(sorted({f.label for f in registry.by_extension(extension)}))
+        raise ValidationError(
+            gettext("“%(name)s” is not a real %(what)s: its content is something else.")
+            % {"name": name, "what": labels or extension},
+            code="file_type",
+        )
+    if refusal := fmt.refusal():
+        raise ValidationError(f"“{name}”: {refusal}", code="unavailable")
+    check_quota(user=user, name=name, size=size)
+    return ValidatedUpload(
+        name, size, digest.hexdigest(), None, False, fmt.kind, extension, fmt.name
     )

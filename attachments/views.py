@@ -166,6 +166,46 @@ def _upload(
     return redirect(back)
 
 
+@login_required
+@require_POST
+def notebook_link_add(request: AuthenticatedHttpRequest, notebook_id: int) -> HttpResponse:
+    """ "Add a link" on the workspace's sources pane: a web page (or a YouTube video's
+    transcript) by its address, on a new note titled after it; the worker fetches it. Answers
+    like the upload views (a source row, or an error row; messages and a redirect without
+    JavaScript)."""
+    notebook = notebook_get(user=request.user, notebook_id=notebook_id, role=Role.EDITOR)
+    back = reverse("workspace:page", args=[notebook.pk])
+    fragment = _wants_fragment(request)
+    try:
+        rate_limit(scope="upload", key=user_key(request.user))
+        attachment = services.source_add_link(
+            user=request.user, notebook=notebook, url=request.POST.get("url", "")
+        )
+    except RateLimited as exc:
+        if fragment:
+            return too_many_requests(
+                _fragments([_error_html(request, exc.message)], status=429), exc
+            )
+        return rate_limited_page(request, exc, back_url=back)
+    except ValidationError as exc:  # DuplicateAttachment included
+        message = " ".join(exc.messages)
+        existing = getattr(exc, "existing", None)
+        if fragment:
+            html = _error_html(request, message, existing=existing)
+            # htmx swaps 2xx only (templates/base.html): the error row is shown in place.
+            status = 200 if request.htmx else 409 if existing else 400
+            return _fragments([html], status=status)
+        messages.error(request, message)
+        return redirect(back)
+    if fragment:
+        context = {"attachment": attachment, "show_note": True}
+        return _fragments([render(request, SOURCE_ROW, context).content.decode()], status=201)
+    messages.success(
+        request, gettext("Added “%(name)s”. Fetching it now.") % {"name": attachment.original_name}
+    )
+    return redirect(back)
+
+
 def _refuse(
     request: AuthenticatedHttpRequest, fragment: bool, back: str, message: str
 ) -> HttpResponse:
@@ -215,7 +255,8 @@ def attachment_download(request: AuthenticatedHttpRequest, attachment_id: int) -
     response = FileResponse(
         attachment.file.open("rb"),
         content_type=attachment.media_type,
-        as_attachment=request.GET.get("download") == "1",
+        # A non-PDF source (HTML among them) is never shown from our origin: saved instead.
+        as_attachment=request.GET.get("download") == "1" or bool(attachment.format),
         filename=download_name(display_name(attachment), attachment.extension),
     )
     response["X-Content-Type-Options"] = "nosniff"

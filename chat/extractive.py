@@ -166,6 +166,11 @@ def _frame(passage: dict[str, Any]) -> str:
     """The only words of the answer that are not the source's: where the passage is from."""
     if passage.get("kind") == "note":
         return _("From your note “%(title)s”:") % {"title": passage.get("note_title", "")}
+    if passage.get("where"):  # a section, slide, sheet range or time of a non-PDF source
+        return _("From %(file)s, %(where)s:") % {
+            "file": passage.get("file", ""),
+            "where": passage.get("where", ""),
+        }
     return _("From %(file)s, page %(page)s:") % {
         "file": passage.get("file", ""),
         "page": passage.get("page", ""),

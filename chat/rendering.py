@@ -53,6 +53,8 @@ class Source:
     text_url: str  # the page text with the quote highlighted, or the note
     file_url: str = ""  # the PDF itself (no #page), for the viewer panel; "" for a note
     image: bool = False  # an image source: the viewer shows the image, not PDF.js
+    # A non-PDF source's unit ("Slide 3", "12:34", a section): opened in the reader view.
+    where: str = ""
 
     @property
     def viewer_attrs(self) -> SafeString:
@@ -130,8 +132,11 @@ def activity(call: dict[str, Any]) -> str:
     return summary
 
 
-def page_label(label: str, page: int | None) -> str:
-    """“file.pdf, page 3” (or the note's title, which has no pages)."""
+def page_label(label: str, page: int | None, where: str = "") -> str:
+    """“file.pdf, page 3”, “slides.pptx, Slide 3”, “talk.vtt, 12:34” (or the note's title,
+    which has no pages)."""
+    if where:
+        return _("%(file)s, %(where)s") % {"file": label, "where": where}
     if not page:
         return label
     return _("%(file)s, page %(page)s") % {"file": label, "page": page}
@@ -147,6 +152,16 @@ def _source(
             page = int(citation["page"])
             attachment_id = int(citation["attachment_id"])
             file_url = reverse("attachments:download", args=[attachment_id])
+            text_url = (
+                reverse("attachments:pages", args=[attachment_id])
+                + "?"
+                + urlencode({"page": page, "quote": quote})
+                + "#quote"
+            )
+            if where := str(citation.get("where") or ""):  # read in the reader view, marked
+                return Source(n=n, kind="document", label=str(citation.get("file", "")),
+                              page=page, quote=quote, open_url=text_url, text_url=text_url,
+                              where=where)  # fmt: skip
             return Source(
                 n=n,
                 kind="document",
@@ -199,14 +214,16 @@ def sources(message: Message) -> list[Source]:
 
 
 def _chip(message: Message, source: Source, occurrence: int) -> str:
-    where = page_label(source.label, source.page)
+    where = page_label(source.label, source.page, source.where)
     text_link = (
         format_html(' · <a href="{}">{}</a>', source.text_url, _("Show in the page text"))
-        if source.kind == "document"
+        if source.kind == "document" and not source.where
         else ""
     )
     open_label = (
-        _("Open the image")
+        _("Open at %(where)s") % {"where": source.where}
+        if source.where
+        else _("Open the image")
         if source.image
         else _("Open the PDF at page %(page)s") % {"page": source.page}
         if source.page

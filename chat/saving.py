@@ -60,7 +60,7 @@ def answer_markdown(answer: Message) -> str:
     if cited:
         lines += ["**" + _("Sources") + "**", ""]
         for source in cited:
-            where = page_label(source.label, source.page)
+            where = page_label(source.label, source.page, source.where)
             link = f"[{_escape(where)}](<{source.open_url}>)"
             quote = f" — “{_escape(source.quote)}”" if source.quote else ""
             lines.append(f"{source.n}. {link}{quote}")

@@ -66,7 +66,7 @@ class Footnotes:
 
 
 def _where(source: Source) -> str:
-    return page_label(source.label, source.page)
+    return page_label(source.label, source.page, source.where)
 
 
 def _cite(text: str, shown_sources: list[Source], notes: Footnotes) -> str:
@@ -143,7 +143,7 @@ def _guide_citation(citation: dict[str, Any], notes: Footnotes) -> str:
         page = int(citation.get("page") or 0) or None
     except (TypeError, ValueError):
         page = None
-    where = page_label(str(citation.get("file", "")), page)
+    where = page_label(str(citation.get("file", "")), page, str(citation.get("where") or ""))
     return notes.add(where, str(citation.get("quote", "")))
 
 

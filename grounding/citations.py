@@ -88,7 +88,8 @@ def verify(
             continue
         for quote in verified:
             citation = {"n": n, "kind": source["kind"], "quote": quote}
-            for key in ("attachment_id", "file", "page", "chunk_id", "note_id", "note_title"):
+            for key in ("attachment_id", "file", "page", "where", "chunk_id", "note_id",
+                        "note_title"):  # fmt: skip
                 if key in source:
                     citation[key] = source[key]
             shown.append(citation)

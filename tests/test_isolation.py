@@ -37,6 +37,7 @@ OBJECT_PAGES = {
     "chat:ask_pdf": ("attachment", ["POST"]),
     "notes:notebook_notes": ("notebook", ["GET"]),
     "attachments:notebook_upload": ("notebook", ["POST"]),
+    "attachments:notebook_link": ("notebook", ["POST"]),
     "attachments:source": ("attachment", ["GET"]),
     "chat:save": ("message", ["POST"]),
     "chat:save_form": ("message", ["GET"]),
@@ -223,7 +224,7 @@ def _url_for(name: str, object_id: int, ids: dict[str, int] | None = None) -> st
 
 PAGE_DATA = {"title": "pwned", "body": "pwned", "description": "pwned", "password": "x",
              "content": "pwned?", "action": "retry", "message_id": "0", "user": "alice",
-             "role": "editor"}  # fmt: skip
+             "role": "editor", "url": "https://example.org/pwned"}  # fmt: skip
 
 
 def _request(
@@ -328,6 +329,7 @@ def _pdf_upload():
 
 API_WITH_IDS = {
     ("POST", "/api/notes/{note_id}/attachments"),
+    ("POST", "/api/notebooks/{notebook_id}/links"),
     ("GET", "/api/notes/{note_id}/attachments"),
     ("GET", "/api/attachments/{attachment_id}"),
     ("GET", "/api/attachments/{attachment_id}/file"),
@@ -391,7 +393,7 @@ def _fill(path: str, ids: dict[str, int]) -> str:
 
 
 API_FIELDS = {"title": "pwned", "body": "pwned", "password": "x", "content": "pwned?",
-              "user": "alice", "role": "editor"}  # fmt: skip
+              "user": "alice", "role": "editor", "url": "https://example.org/pwned"}  # fmt: skip
 PATHS_WITH_IDS = sorted({path for _, path in API_WITH_IDS})
 
 

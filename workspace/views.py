@@ -18,6 +18,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from attachments.selectors import notebook_sources
+from attachments.services.links import links_available
 from chat import answering, selection, selectors, services
 from chat.forms import AskForm
 from chat.models import Conversation
@@ -82,6 +83,7 @@ def _page(
         "notes": note_list(user=request.user, notebook_id=notebook.pk),
         "trashed_notes": note_list(user=request.user, notebook_id=notebook.pk, trashed=True),
         "max_upload_mb": settings.MAX_UPLOAD_MB,
+        "links_enabled": links_available(),
         # The share dialog: who has access, and for the owner the form to add people.
         "members": list(membership_list(user=request.user, notebook_id=notebook.pk)),
         "share_form": ShareForm(),

@@ -53,6 +53,10 @@ class ExtractedPage:
     is_ocr: bool = False
     has_image: bool = False
     image_pixels: int = 0  # the largest image's declared width × height (0: no image)
+    # A unit of a non-PDF source (attachments.formats.Unit): its citation label and, for a
+    # transcript, where it starts.
+    label: str = ""
+    start_seconds: float | None = None
 
 
 def _start(mode: str, path: str, pages: str, memory_mb: int) -> subprocess.Popen[bytes]:

@@ -23,6 +23,7 @@ from attachments.services.sources import (
     DuplicateText,
     note_holding_text,
     source_add,
+    source_add_link,
     text_source_add,
 )
 
@@ -45,6 +46,7 @@ __all__ = [
     "note_holding_text",
     "passage_windows",
     "source_add",
+    "source_add_link",
     "text_source_add",
     "unlocked_path",
 ]

@@ -24,6 +24,7 @@ from attachments.validation import (
     SourceKind,
     ValidatedUpload,
     check_quota,
+    validate_format_upload,
     validate_image_upload,
     validate_pdf_upload,
 )
@@ -116,6 +117,8 @@ def remove_files_when_deleted(sender: Any, instance: NoteAttachment, **kwargs: A
 def _validate(*, user: User, uploaded: UploadedFile[bytes], kind: SourceKind) -> ValidatedUpload:
     if kind is SourceKind.IMAGE:
         return validate_image_upload(user=user, uploaded=uploaded)
+    if kind is SourceKind.FORMAT:
+        return validate_format_upload(user=user, uploaded=uploaded)
     return validate_pdf_upload(user=user, uploaded=uploaded)
 
 
@@ -190,6 +193,7 @@ def _store(
         uploaded_by=user,
         original_name=info.name,
         kind=info.kind,
+        format=info.format,
         size=info.size,
         sha256=info.sha256,
         page_count=info.page_count,

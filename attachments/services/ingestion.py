@@ -19,6 +19,7 @@ from django_q.exceptions import TimeoutException
 
 from attachments import signals
 from attachments.chunking import Chunk, chunk_pages, provisional_chunks
+from attachments.formats import FormatError, Unit, registry
 from attachments.models import (
     ChunkVector,
     DocumentChunk,
@@ -28,6 +29,7 @@ from attachments.models import (
 )
 from attachments.pdf.extract import (
     ExtractedPage,
+    Line,
     PasswordRequired,
     PdfError,
     extract_text,
@@ -36,6 +38,7 @@ from attachments.pdf.extract import (
     ocr_pages,
 )
 from attachments.pdf.layout import Boilerplate, find_boilerplate
+from attachments.services import links
 from attachments.services.files import enqueue_ingest, unlocked_path
 from attachments.services.reuse import (
     COPIED_FIELDS,
@@ -288,7 +291,71 @@ def _read_image(run: _Run) -> list[ExtractedPage]:
     return [ExtractedPage(1, text, is_ocr=True, has_image=True)]
 
 
+# The sizes a unit's heading line and body lines get, so that the chunker (which ranks
+# headings by font size) puts the heading in its chunks' heading path.
+UNIT_HEADING_SIZE = 14.0
+UNIT_BODY_SIZE = 10.0
+
+
+def _read_units(run: _Run) -> list[ExtractedPage]:
+    """A non-PDF source (attachments.formats): its units as pages, the heading (a unit's
+    first line) marked so that chunks carry it in their heading path."""
+    attachment = run.attachment
+    run.progress(Stage.EXTRACTING, 0, 1, force=True)
+    started = time.monotonic()
+    try:
+        if attachment.source_url:
+            units = _read_link(run)
+        else:
+            units = registry.read_units(attachment.format, Path(attachment.file.path))
+    except FormatError as exc:
+        raise PdfError(str(exc)) from None
+    run.timings["extract"] = round(time.monotonic() - started, 3)
+    pages = [unit_page(unit) for unit in units if unit.text.strip()]
+    if not pages:
+        raise PdfError("No text was found in this file.")
+    run.update(page_count=len(pages))
+    run.progress(Stage.EXTRACTING, 1, 1, force=True)
+    return pages
+
+
+def _read_link(run: _Run) -> list[Unit]:
+    """A link's units, fetched now (each run fetches again: "Re-fetch" is a reprocess): a web
+    page through core.fetch (public addresses only, size and time capped), its main text by
+    section; a YouTube video's transcript. What was fetched is stored as the source's file
+    (the page's HTML, the transcript as WebVTT), so that it can be downloaded and counts
+    toward the uploader's quota."""
+    attachment = run.attachment
+    if attachment.format == "youtube":
+        title, units, stored, extension = links.read_youtube(attachment.source_url)
+    else:
+        title, units, stored, extension = links.read_web_page(attachment.source_url)
+    links.store_fetched(attachment, stored, extension=extension, title=title)
+    return units
+
+
+def unit_page(unit: Unit) -> ExtractedPage:
+    """A unit as the chunker reads a page: its first line set larger, as a heading."""
+    lines, start = [], 0
+    for number, line in enumerate(unit.text.split("\n")):
+        end = start + len(line)
+        if line.strip():
+            heading = number == 0 and len(line) <= 200
+            lines.append(
+                Line(start, end, UNIT_HEADING_SIZE if heading else UNIT_BODY_SIZE, heading)
+            )
+        start = end + 1
+    return ExtractedPage(
+        number=unit.number, text=unit.text, lines=lines, label=unit.label[:300],
+        start_seconds=unit.start_seconds,
+    )  # fmt: skip
+
+
 def _extract_and_index(run: _Run) -> None:
+    if run.attachment.format:
+        pages = _read_units(run)
+        _chunk_and_index(run, pages, ocr_count=0, too_large=[], units=True)
+        return
     if run.attachment.is_image:
         pages = _read_image(run)
         _chunk_and_index(run, pages, ocr_count=1, too_large=[])
@@ -390,12 +457,18 @@ def _fast_pass(run: _Run, source: Path) -> None:
 
 
 def _chunk_and_index(
-    run: _Run, pages: list[ExtractedPage], *, ocr_count: int, too_large: list[ExtractedPage]
+    run: _Run,
+    pages: list[ExtractedPage],
+    *,
+    ocr_count: int,
+    too_large: list[ExtractedPage],
+    units: bool = False,
 ) -> None:
     attachment = run.attachment
     started = time.monotonic()
     run.progress(Stage.CHUNKING, 0, 1, force=True)
-    boilerplate = find_boilerplate(pages)
+    # Units have no running heads: a sheet's header row repeated in each block is content.
+    boilerplate = Boilerplate({}, set(), set()) if units else find_boilerplate(pages)
     chunks = chunk_pages(pages, boilerplate)
     if not chunks and too_large and settings.OCR_ENABLED:
         raise PdfError(_too_large_for_ocr(too_large))
@@ -413,7 +486,8 @@ def _chunk_and_index(
         DocumentChunk.objects.filter(attachment=attachment).delete()
         DocumentPage.objects.filter(attachment=attachment).delete()
         DocumentPage.objects.bulk_create(page_rows(attachment, pages, boilerplate), batch_size=500)
-        DocumentChunk.objects.bulk_create(chunk_rows(attachment, chunks), batch_size=500)
+        labels = {p.number: p.label for p in pages if p.label}
+        DocumentChunk.objects.bulk_create(chunk_rows(attachment, chunks, labels), batch_size=500)
         index_text(attachment, language, config)
         run.update(
             searchable_at=Coalesce(F("searchable_at"), Now()),
@@ -440,13 +514,19 @@ def page_rows(
             is_ocr=p.is_ocr,
             lines=[[line.start, line.end, line.size, line.bold] for line in p.lines],
             running=[list(span) for span in boilerplate.running.get(p.number, [])],
+            label=p.label,
+            start_seconds=p.start_seconds,
         )
         for p in pages
     ]
 
 
-def chunk_rows(attachment: NoteAttachment, chunks: list[Chunk]) -> list[DocumentChunk]:
-    """Unsaved chunk rows, indexed in document order."""
+def chunk_rows(
+    attachment: NoteAttachment, chunks: list[Chunk], labels: dict[int, str] | None = None
+) -> list[DocumentChunk]:
+    """Unsaved chunk rows, indexed in document order (`labels`: a unit source's page number →
+    its label)."""
+    labels = labels or {}
     return [
         DocumentChunk(
             attachment=attachment,
@@ -458,10 +538,17 @@ def chunk_rows(attachment: NoteAttachment, chunks: list[Chunk]) -> list[Document
             end_char=c.end,
             char_count=len(c.content),
             token_count=c.token_count,
-            metadata={"table": True} if c.is_table else {},
+            metadata=_chunk_metadata(c, labels),
         )
         for i, c in enumerate(chunks)
     ]
+
+
+def _chunk_metadata(chunk: Chunk, labels: dict[int, str]) -> dict[str, object]:
+    metadata: dict[str, object] = {"table": True} if chunk.is_table else {}
+    if label := labels.get(chunk.page_number):
+        metadata["unit"] = label  # how a citation of this chunk names where it is
+    return metadata
 
 
 def index_text(attachment: NoteAttachment, language: str, config: str) -> None:

@@ -95,7 +95,8 @@ def attachment_rechunk(*, attachment_id: int, dry_run: bool = False) -> Rechunke
     by numbering and names alone.
     """
     attachment = NoteAttachment.objects.filter(pk=attachment_id, status=Status.READY).first()
-    if attachment is None:
+    if attachment is None or attachment.format:
+        # A non-PDF source's units are not re-read from PDF layout: nothing to do.
         return None
     styles = _recover_styles(attachment)  # outside the lock: it can take seconds
     with transaction.atomic():

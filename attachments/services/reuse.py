@@ -36,6 +36,8 @@ def reusable_source(*, attachment: NoteAttachment, model: str) -> NoteAttachment
     of a ready file asks for a fresh ingestion, not for another copy."""
     if attachment.uploaded_by_id is None or attachment.ready_at is not None:
         return None
+    if attachment.source_url:  # a link is fetched afresh: the page may have changed
+        return None
     owner_id = (
         NoteAttachment.objects.filter(pk=attachment.pk)
         .values_list("note__notebook__owner_id", flat=True)

@@ -6,22 +6,30 @@ Callers pass objects fetched through the selectors (already authorized for the u
 
 from __future__ import annotations
 
+import hashlib
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+from urllib.parse import parse_qs, urlsplit
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.files.base import ContentFile
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 from django.db.models.expressions import RawSQL
+from django.utils import timezone
 from django.utils.translation import gettext
 
 from attachments.models import NoteAttachment
 from attachments.services.files import (
+    DuplicateAttachment,
     attachment_add_as_note,
     attachment_upload,
+    enqueue_ingest,
     title_from_filename,
 )
+from attachments.services.links import links_available
 from attachments.validation import (
     TEXT_STRIP,
     SourceKind,
@@ -118,3 +126,109 @@ def source_add(
     else:
         attachment = attachment_upload(user=user, note=note, uploaded=uploaded, kind=kind)
     return AddedSource(name=attachment.original_name, attachment=attachment)
+
+
+# --- links: a web page, or a YouTube video's transcript ----------------------------------------
+
+LINK_MAX_CHARS = 2000
+
+
+def _clean_link(raw: str) -> str:
+    url = (raw or "").strip()
+    if not url:
+        raise ValidationError(gettext("Paste the address of a web page."), code="required")
+    if len(url) > LINK_MAX_CHARS:
+        raise ValidationError(
+            gettext("That address is too long (at most %(limit)s characters).")
+            % {"limit": LINK_MAX_CHARS},
+            code="max_length",
+        )
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise ValidationError(
+            gettext("Only web addresses starting with http:// or https:// can be added."),
+            code="invalid",
+        )
+    if parts.username or parts.password:
+        raise ValidationError(
+            gettext("An address with a user name or password in it cannot be added."),
+            code="invalid",
+        )
+    if any(ch.isspace() or ord(ch) < 32 for ch in url):
+        raise ValidationError(gettext("That is not a web address."), code="invalid")
+    return url
+
+
+def link_name(url: str) -> str:
+    """What a link is called until its page's title is known: host and path, shortened."""
+    parts = urlsplit(url)
+    name = (parts.hostname or "") + (parts.path if parts.path not in ("", "/") else "")
+    return clean_filename(name[:180]) if name else "web page"
+
+
+def source_add_link(
+    *, user: User, notebook: Notebook, url: str, note: Note | None = None
+) -> NoteAttachment:
+    """Add a web page (or, for a YouTube address, the video's transcript) by its address: a
+    source on `note`, or without one on a new note titled after it; the worker fetches it
+    (core.fetch: public addresses only, size and time capped) and reads it like a file. The
+    same address already in the notebook raises DuplicateAttachment naming it."""
+    if not links_available():
+        raise ValidationError(
+            gettext("Web pages cannot be added on this server yet."), code="unavailable"
+        )
+    url = _clean_link(url)
+    if note is not None and note.is_trashed:
+        raise ValidationError(
+            gettext("Restore the note from the trash before adding sources."), code="trashed"
+        )
+    video = youtube_video_id(url)
+    kind, fmt = ("transcript", "youtube") if video else ("web", "html")
+    digest = hashlib.sha256(f"link:{url}".encode()).hexdigest()
+    existing = (
+        NoteAttachment.objects.filter(
+            note__notebook=notebook, note__trashed_at__isnull=True, sha256=digest
+        )
+        .select_related("note")
+        .first()
+    )
+    if existing:
+        raise DuplicateAttachment(existing, in_notebook=True)
+    name = f"YouTube {video}" if video else link_name(url)
+    with transaction.atomic():
+        if note is None:
+            note = note_create(
+                notebook=notebook, author=user, title=name[: settings.NOTE_TITLE_MAX]
+            )
+        attachment = NoteAttachment(
+            note=note, uploaded_by=user, original_name=name, kind=kind, format=fmt,
+            source_url=url, size=0, sha256=digest, status=NoteAttachment.Status.PENDING,
+            heartbeat_at=timezone.now(),
+        )  # fmt: skip
+        # An empty file until the worker has fetched the link (it then holds what was fetched).
+        attachment.file.save(
+            f"{attachment.uuid}{'.vtt' if video else '.html'}", ContentFile(b""), save=False
+        )
+        attachment.save()
+        enqueue_ingest(attachment.pk)
+    return attachment
+
+
+def youtube_video_id(url: str) -> str | None:
+    """The video id of a YouTube address (watch?v=, youtu.be/, shorts/, embed/), else None."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower().removeprefix("www.").removeprefix("m.")
+    candidate = ""
+    if host == "youtu.be":
+        candidate = parts.path.strip("/").split("/")[0]
+    elif host in ("youtube.com", "music.youtube.com", "youtube-nocookie.com"):
+        if parts.path == "/watch":
+            candidate = parse_qs(parts.query).get("v", [""])[0]
+        else:
+            segments = parts.path.strip("/").split("/")
+            if len(segments) >= 2 and segments[0] in ("shorts", "embed", "live", "v"):
+                candidate = segments[1]
+    return candidate if _VIDEO_ID.fullmatch(candidate) else None
+
+
+_VIDEO_ID = re.compile(r"[A-Za-z0-9_-]{11}")

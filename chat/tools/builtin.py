@@ -37,6 +37,8 @@ def _source(hit: Hit) -> dict[str, object]:
         "attachment_id": chunk.attachment_id,
         "file": chunk.attachment.original_name,
         "page": chunk.page_number,
+        # A non-PDF source's unit ("Slide 3", "12:34", a section): how a citation names it.
+        "where": str((chunk.metadata or {}).get("unit", "")),
         "heading": " › ".join(chunk.heading_path),
         "language": chunk.attachment.language,
         "note_id": note.pk,
@@ -57,8 +59,13 @@ def format_sources(context: AnswerRequest, hits: list[Hit]) -> tuple[str, list[d
         n = context.add_source(source)
         source["n"] = n
         passages.append(source)
+        place = (
+            f'at="{_quote_attr(str(source["where"]))}"'
+            if source.get("where")
+            else f'page="{source.get("page")}"'
+        )
         where = (
-            f'file="{_quote_attr(str(source["file"]))}" page="{source["page"]}"'
+            f'file="{_quote_attr(str(source["file"]))}" {place}'
             if hit.chunk
             else f'note="{_quote_attr(hit.note.title)}" note_id="{hit.note.pk}"'
         )

@@ -172,6 +172,11 @@
     document.querySelectorAll("[data-dropzone]").forEach(initDropzone);
     showMarkedDialogs(document);
   });
+  // "Add a link": the field empties once the link was taken (its row, or its error, is shown).
+  document.addEventListener("htmx:afterRequest", function (event) {
+    const form = event.target.closest ? event.target.closest("form[data-reset-after-request]") : null;
+    if (form && event.detail.successful && event.detail.xhr.status === 201) form.reset();
+  });
   document.addEventListener("htmx:load", function (event) {
     showMarkedDialogs(event.target);
   });

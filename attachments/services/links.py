@@ -1,0 +1,57 @@
+"""Fetching a link's content in the worker: a web page (core.fetch, then
+attachments.formats.web) or a YouTube video's transcript (attachments.formats.youtube), and
+storing what was fetched as the source's file."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.core.files.base import ContentFile
+from django.db import transaction
+
+from attachments.formats import FormatError, Unit, registry
+from attachments.models import NoteAttachment
+from core.quota import check_quota, lock_storage_of
+
+
+def links_available() -> bool:
+    """Whether web pages can be read here (the web format is registered)."""
+    return registry.get("html") is not None
+
+
+def read_web_page(url: str) -> tuple[str, list[Unit], bytes, str]:
+    """(title, units, the HTML fetched, ".html") of the page at `url`."""
+    raise FormatError("Web pages cannot be read on this server yet.")
+
+
+def read_youtube(url: str) -> tuple[str, list[Unit], bytes, str]:
+    """(title, units, the transcript as WebVTT, ".vtt") of the video at `url`."""
+    raise FormatError("YouTube transcripts cannot be read on this server yet.")
+
+
+def store_fetched(
+    attachment: NoteAttachment, content: bytes, *, extension: str, title: str = ""
+) -> None:
+    """Keep what was fetched as the source's file (replacing an earlier fetch), within the
+    uploader's quota; the source is named after the page's title when it has one."""
+    with transaction.atomic():
+        if attachment.uploaded_by_id is not None:
+            lock_storage_of(user_id=attachment.uploaded_by_id)
+            try:
+                check_quota(
+                    user_id=attachment.uploaded_by_id,
+                    name=attachment.original_name,
+                    size=len(content),
+                    freed=attachment.size,
+                )
+            except ValidationError as exc:  # the run fails with the quota's own words
+                raise FormatError(" ".join(exc.messages)) from None
+        old = attachment.file.name
+        attachment.file.save(f"{attachment.uuid}{extension}", ContentFile(content), save=False)
+        fields = {"file": attachment.file.name, "size": len(content)}
+        if title.strip():
+            fields["original_name"] = " ".join(title.split())[:200]
+        NoteAttachment.objects.filter(pk=attachment.pk).update(**fields)
+        for name, value in fields.items():
+            setattr(attachment, name, value)
+    if old and old != attachment.file.name:
+        attachment.file.storage.delete(old)

@@ -24,6 +24,7 @@ timeout applies.
 from __future__ import annotations
 
 import ipaddress
+import re
 import socket
 import ssl
 import time
@@ -45,6 +46,11 @@ MAX_REDIRECTS = 5
 DEFAULT_MAX_BYTES = 10 * 1024 * 1024
 DEFAULT_TIMEOUT = 20.0
 HTML_TYPES = ("text/html", "application/xhtml+xml", "text/plain")
+# A DNS name after IDNA encoding: letters, digits, hyphens and underscores in dotted labels.
+_HOST_NAME = re.compile(
+    r"(?i)(?=.{1,253}\.?$)([a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?\.)*"
+    r"[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?\.?"
+)
 _REDIRECTS = (301, 302, 303, 307, 308)
 _READ_SIZE = 64 * 1024
 
@@ -142,7 +148,19 @@ def _parse(url: str, base: httpx2.URL | None = None) -> httpx2.URL:
         )
     if not parsed.host:
         raise FetchRefused(gettext("That web address names no server."))
+    if not (_is_ip(parsed.host) or _HOST_NAME.fullmatch(parsed.raw_host.decode("ascii"))) or (
+        parsed.port is not None and not 0 < parsed.port < 65536
+    ):
+        raise FetchRefused(gettext("That is not a web address Notebook can read."))
     return parsed
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def _port(url: httpx2.URL) -> int:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from attachments.formats import FormatError
+from attachments.formats import FormatError, Unit
 from attachments.formats.web import UNIT_CHARS, read_html
 
 BLOG = """<!DOCTYPE html>
@@ -74,7 +74,7 @@ BOILERPLATE = [
 ]
 
 
-def page_text(units: list) -> str:
+def page_text(units: list[Unit]) -> str:
     return "\n".join(f"{u.label}\n{u.text}" for u in units)
 
 

@@ -95,6 +95,25 @@ def _handler(server: Server) -> type[BaseHTTPRequestHandler]:
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
+            elif path == "/garbage":
+                self.wfile.write(b"SPEAKING NO HTTP AT ALL\r\n\r\n")
+                self.close_connection = True
+            elif path == "/hang-up":
+                self.close_connection = True  # closes without a byte
+            elif path == "/bad-gzip":
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Encoding", "gzip")
+                self.send_header("Content-Length", "20")
+                self.end_headers()
+                self.wfile.write(b"this is not gzip....")
+            elif path == "/brotli":
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Encoding", "br")
+                self.send_header("Content-Length", "4")
+                self.end_headers()
+                self.wfile.write(b"\x0b\x02\x80\x03")
             elif path == "/declared-huge":
                 self.send_response(200)
                 self.send_header("Content-Type", "text/html")
@@ -322,6 +341,27 @@ def test_a_wrong_content_type_is_refused(server: Server) -> None:
 
 def test_an_error_status_is_refused_with_it(server: Server) -> None:
     assert refusal(server.url("/missing")) == "The server answered 404 Not Found for that page."
+
+
+@pytest.mark.parametrize("path", ["/garbage", "/hang-up", "/bad-gzip"])
+def test_a_server_speaking_nonsense_is_refused(server: Server, path: str) -> None:
+    assert refusal(server.url(path)) == (
+        "The server at localhost did not answer in a way Notebook can read."
+    )
+
+
+def test_an_encoding_notebook_cannot_decode_is_refused(server: Server) -> None:
+    assert refusal(server.url("/brotli")) == (
+        "The server compressed the page as br, which Notebook cannot read."
+    )
+
+
+def test_a_closed_port_is_refused(server: Server, settings: Any) -> None:
+    with socket.socket() as probe:  # a port nobody listens on: bound, never listening
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        settings.FETCH_ALLOWED_HOSTS = [f"localhost:{port}"]
+        assert refusal(f"http://localhost:{port}/") == "Could not connect to localhost."
 
 
 def test_userinfo_in_the_url_is_refused_without_a_request(server: Server) -> None:

@@ -109,6 +109,11 @@ def fetch(
         except httpcore2.TimeoutException as exc:
             raise FetchRefused(_too_slow(timeout)) from exc
         except (httpcore2.ConnectError, OSError) as exc:
+            if _caused_by(exc, ssl.SSLCertVerificationError):
+                raise FetchRefused(
+                    gettext("The server's certificate is not valid for %(host)s.")
+                    % {"host": current.host}
+                ) from exc
             raise FetchRefused(
                 gettext("Could not connect to %(host)s.") % {"host": current.host}
             ) from exc
@@ -124,6 +129,17 @@ def fetch(
         gettext("The page redirects more than %(count)d times; Notebook stopped following it.")
         % {"count": MAX_REDIRECTS}
     )
+
+
+def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
+    seen: BaseException | None = exc
+    for _depth in range(8):  # a chain can loop; httpcore2 wraps once or twice
+        if seen is None:
+            break
+        if isinstance(seen, kind):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _too_slow(timeout: float) -> str:

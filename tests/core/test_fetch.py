@@ -303,6 +303,18 @@ def test_five_redirects_are_followed_and_a_sixth_is_refused(server: Server) -> N
     assert server.paths() == [f"/chain/{n}" for n in range(6, 0, -1)]
 
 
+def test_no_proxy_is_taken_from_the_environment(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for proxy in _serve():
+        for name in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "ALL_PROXY"):
+            monkeypatch.setenv(name, f"http://127.0.0.1:{proxy.port}")
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        assert fetch(server.url("/page")).body == PAGE
+        assert proxy.requests == []
+
+
 def test_cookies_a_server_sets_are_not_sent_back(server: Server) -> None:
     assert fetch(server.url("/cookie")).body == PAGE
     assert [path for path, _ in server.requests] == ["/cookie", "/page"]
@@ -440,5 +452,5 @@ def test_https_dials_the_vetted_address_and_verifies_the_name(
     assert dialled == [(PUBLIC, tls_server.port)]
     # Same server, same address, but a name its certificate does not carry: refused.
     message = refusal(f"https://other.example:{tls_server.port}/page", resolver=resolver(table))
-    assert message == "Could not connect to other.example."
+    assert message == "The server's certificate is not valid for other.example."
     assert len(tls_server.requests) == 1

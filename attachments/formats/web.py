@@ -25,9 +25,11 @@ import trafilatura
 from django.utils.translation import gettext
 
 from attachments.formats import FormatError, Unit
+from core.textutil import clip
 
 MAX_HTML_BYTES = 10 * 1024 * 1024
 UNIT_CHARS = 4000
+LABEL_HEADING_CHARS = 80  # each heading in a label; the whole heading starts the unit's text
 LABEL_SEPARATOR = " › "
 _HEADING_LEVEL = re.compile(r"h([1-6])")
 _BLANKS = re.compile(r"\s+")
@@ -68,7 +70,8 @@ def _page(extracted: str | None, *, url: str | None) -> WebPage | None:
     main = doc.find("main")
     blocks = list(main) if main is not None else []
     title = _clean(doc.get("title") or "")
-    units = list(_units(blocks, title=title or _fallback_title(url, blocks)))
+    label = clip(title or _fallback_title(url, blocks), LABEL_HEADING_CHARS)
+    units = list(_units(blocks, title=label))
     if not units:
         return None
     return WebPage(title=title or units[0].label, date=doc.get("date") or None, units=units)
@@ -145,7 +148,7 @@ def _units(blocks: list[ET.Element], *, title: str) -> Iterator[Unit]:
             stack.append((level, text))
             path = [t for entry in stack if entry != page_heading for t in entry[1:]]
             heading = text
-            label = LABEL_SEPARATOR.join(path) if path else text
+            label = LABEL_SEPARATOR.join(clip(t, LABEL_HEADING_CHARS) for t in path or [text])
             continue
         rendered = _render(block)
         if rendered:

@@ -131,6 +131,16 @@ def test_text_before_the_first_heading_is_labelled_with_the_title_and_top_headin
     assert page.units[0].text.startswith("An introduction")
 
 
+def test_a_long_heading_is_clipped_in_the_label_and_kept_in_the_text() -> None:
+    heading = "A heading that goes on " + "and on " * 40 + "until it ends"
+    html = f"<html><body><article><h2>{heading}</h2><p>Some words under it.</p>"
+    html += "</article></body></html>"
+    (unit,) = read_html(html).units
+    assert len(unit.label) <= 80
+    assert unit.label.endswith("…")
+    assert unit.text.splitlines()[0] == heading
+
+
 def test_a_long_section_is_split_into_numbered_parts() -> None:
     paragraphs = [f"Paragraph {n} " + "of a long section about soil. " * 28 for n in range(12)]
     body = "".join(f"<p>{p}</p>" for p in paragraphs)

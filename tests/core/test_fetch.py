@@ -454,3 +454,9 @@ def test_https_dials_the_vetted_address_and_verifies_the_name(
     message = refusal(f"https://other.example:{tls_server.port}/page", resolver=resolver(table))
     assert message == "The server's certificate is not valid for other.example."
     assert len(tls_server.requests) == 1
+
+
+def test_the_default_tls_context_verifies_certificates_and_names() -> None:
+    context = fetch_module._ssl_context()
+    assert context.verify_mode == ssl.CERT_REQUIRED
+    assert context.check_hostname

@@ -36,6 +36,8 @@ class AttachmentsConfig(AppConfig):
         from django.db.models.signals import post_delete
         from django_q.signals import post_spawn
 
+        # the formats register themselves with attachments.formats.registry on import
+        import attachments.formats.builtin  # noqa: F401
         from attachments.models import NoteAttachment
         from attachments.selectors import uploaded_bytes
         from attachments.services.files import remove_files_when_deleted

@@ -406,6 +406,14 @@ NOTE_BODY_MAX_CHARS = env_int("NOTE_BODY_MAX_CHARS", 200_000, minimum=1_000)
 
 # --- PDF attachments and ingestion.
 MAX_UPLOAD_MB = env_int("MAX_UPLOAD_MB", 50, minimum=1)
+# Web pages added by address (core.fetch): at most this many bytes and seconds per fetch;
+# private addresses (RFC 1918, fc00::/7, 100.64/10) only when allowed (an intranet), loopback
+# and link-local never; FETCH_ALLOWED_HOSTS ("name" or "name:port", comma-separated) skip the
+# address check (still pinned to the address looked up).
+FETCH_MAX_BYTES = env_int("FETCH_MAX_MB", 10, minimum=1) * 1024 * 1024
+FETCH_TIMEOUT = env_float("FETCH_TIMEOUT", 20.0)
+FETCH_PRIVATE_ADDRESSES = env_bool("FETCH_PRIVATE_ADDRESSES", False)
+FETCH_ALLOWED_HOSTS = env_list("FETCH_ALLOWED_HOSTS", [])
 MAX_PDF_PAGES = env_int("MAX_PDF_PAGES", 2000, minimum=1)
 # At most this many files per upload request (page, drop zone, API); beyond, nothing is stored.
 MAX_UPLOAD_FILES = env_int("MAX_UPLOAD_FILES", 20, minimum=1)

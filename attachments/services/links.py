@@ -10,6 +10,7 @@ from django.db import transaction
 
 from attachments.formats import FormatError, Unit, registry
 from attachments.models import NoteAttachment
+from core.fetch import FetchRefused, fetch
 from core.quota import check_quota, lock_storage_of
 
 
@@ -19,8 +20,18 @@ def links_available() -> bool:
 
 
 def read_web_page(url: str) -> tuple[str, list[Unit], bytes, str]:
-    """(title, units, the HTML fetched, ".html") of the page at `url`."""
-    raise FormatError("Web pages cannot be read on this server yet.")
+    """(title, units, the HTML fetched, ".html") of the page at `url`, fetched through
+    core.fetch (public addresses only, every redirect checked, size and time capped, no
+    cookies) and read by attachments.formats.web."""
+    # not at import: trafilatura loads in the worker, when a page is read
+    from attachments.formats.web import read_html
+
+    try:
+        fetched = fetch(url)
+    except FetchRefused as exc:
+        raise FormatError(str(exc)) from None
+    page = read_html(fetched.body, url=fetched.url)
+    return page.title, page.units, fetched.body, ".html"
 
 
 def read_youtube(url: str) -> tuple[str, list[Unit], bytes, str]:

@@ -115,7 +115,7 @@ def collapse(cues: Iterable[tuple[float, float, str]]) -> list[Segment]:
                 f"characters long; a caption holds a line or two of speech (at most "
                 f"{MAX_CUE_CHARS:,} characters). Is this really a transcript?"
             )
-        fresh = []
+        fresh: list[str] = []
         for line in lines:
             if line in recent:
                 continue
@@ -205,13 +205,19 @@ def vtt_cues(text: str) -> list[tuple[float, float, str]]:
         raise FormatError(f"This WebVTT file has a caption with a bad timestamp ({exc}).") from exc
     except (ValueError, IndexError) as exc:
         raise FormatError(f"This WebVTT file cannot be read ({exc}).") from exc
+    if not captions.captions and "-->" in text:
+        # Every cue was malformed and skipped: read again strictly for the first one's error.
+        try:
+            webvtt.WebVTT.from_string(text.lstrip("\ufeff"), strict=True)
+        except (MalformedCaptionError, MalformedFileError, ValueError, IndexError) as exc:
+            raise FormatError(f"This WebVTT file has no caption that can be read ({exc}).") from exc
     return [
         (
             caption.start_time.in_milliseconds() / 1000,
             caption.end_time.in_milliseconds() / 1000,
             caption.raw_text,
         )
-        for caption in captions
+        for caption in captions.captions
     ]
 
 

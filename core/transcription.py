@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 import openai
 from django.conf import settings
 
-from core import llm
+from core import llm, metrics
 
 MAX_BYTES = 25 * 1024 * 1024  # OpenAI's limit for one transcription request
 DEFAULT_TIMEOUT = 600.0
@@ -184,7 +184,9 @@ def transcribe(path: Path, *, language: str | None = None) -> list[Segment]:
     seconds = timeout()
     try:
         with path.open("rb") as audio:
-            raw = api.audio.transcriptions.with_raw_response.create(
+            raw = metrics.llm_call(
+                "transcription",
+                api.audio.transcriptions.with_raw_response.create,
                 model=name,
                 file=(f"audio.{EXTENSIONS[kind]}", audio),
                 response_format="verbose_json",

@@ -43,6 +43,8 @@ class FakeYouTube:
     status: int | None = None
     junk: bool = False
     recaptcha: bool = False  # the watch page is a "are you a robot" page
+    hang: float = 0.0  # seconds to wait before answering (the client times out first)
+    stop: threading.Event = field(default_factory=threading.Event)
     requests: list[dict[str, Any]] = field(default_factory=list)
     url: str = ""
 
@@ -82,6 +84,8 @@ def fake_youtube_server() -> Iterator[FakeYouTube]:
             state.requests.append(
                 {"method": method, "path": parts.path, "query": query, "body": body}
             )
+            if state.hang:
+                state.stop.wait(state.hang)
             if state.status is not None:
                 self._send(state.status, "<html>Too many requests</html>", "text/html")
                 return
@@ -149,5 +153,6 @@ def fake_youtube_server() -> Iterator[FakeYouTube]:
     try:
         yield state
     finally:
+        state.stop.set()  # let hanging handlers finish
         server.shutdown()
         server.server_close()

@@ -88,6 +88,10 @@ def base_url() -> str:
     return str(getattr(settings, "YOUTUBE_BASE_URL", "") or DEFAULT_BASE_URL).rstrip("/")
 
 
+class TooLarge(requests.exceptions.RequestException):
+    """A reply over MAX_RESPONSE_BYTES."""
+
+
 class YouTubeOnly(HTTPAdapter):
     """Sends YouTube's URLs (https, YouTube's hosts) to YOUTUBE_BASE_URL with a timeout, and
     refuses every other URL."""
@@ -109,8 +113,9 @@ class YouTubeOnly(HTTPAdapter):
         body = response.raw.read(MAX_RESPONSE_BYTES + 1, decode_content=True)
         response.close()
         if len(body) > MAX_RESPONSE_BYTES:
-            raise requests.exceptions.ContentDecodingError("YouTube's reply is too large")
+            raise TooLarge(f"YouTube's reply is over {MAX_RESPONSE_BYTES:,} bytes")
         response._content = body
+        response._content_consumed = True
         return response
 
 
@@ -169,6 +174,10 @@ def youtube_transcript(video: str, *, languages: list[str]) -> tuple[str, list[U
     except requests.exceptions.InvalidURL as exc:  # a caption URL outside YouTube
         raise YouTubeError(
             "YouTube sent a reply the app cannot read; try later.", retryable=True
+        ) from exc
+    except TooLarge as exc:
+        raise YouTubeError(
+            "YouTube sent a reply too large to be a transcript; try later.", retryable=True
         ) from exc
     except requests.RequestException as exc:
         raise YouTubeError(

@@ -200,3 +200,20 @@ def test_a_caption_url_pointing_elsewhere_is_not_followed(youtube: FakeYouTube):
         youtube_transcript(VID, languages=["en"])
     assert "cannot read" in str(caught.value)
     assert [r["path"] for r in youtube.requests] == ["/watch", "/youtubei/v1/player"]
+
+
+def test_an_oversized_reply_is_cut_off(youtube: FakeYouTube, monkeypatch):
+    monkeypatch.setattr("attachments.formats.youtube.MAX_RESPONSE_BYTES", 40)
+    with pytest.raises(YouTubeError) as caught:
+        youtube_transcript(VID, languages=["en"])
+    assert "too large" in str(caught.value)
+    assert [r["path"] for r in youtube.requests] == ["/watch"]
+
+
+def test_a_hanging_youtube_times_out(youtube: FakeYouTube, settings):
+    settings.YOUTUBE_TIMEOUT = 0.5
+    youtube.hang = 10
+    with pytest.raises(YouTubeError) as caught:
+        youtube_transcript(VID, languages=["en"])
+    assert "did not answer" in str(caught.value)
+    assert caught.value.retryable

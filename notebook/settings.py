@@ -414,6 +414,18 @@ FETCH_MAX_BYTES = env_int("FETCH_MAX_MB", 10, minimum=1) * 1024 * 1024
 FETCH_TIMEOUT = env_float("FETCH_TIMEOUT", 20.0)
 FETCH_PRIVATE_ADDRESSES = env_bool("FETCH_PRIVATE_ADDRESSES", False)
 FETCH_ALLOWED_HOSTS = env_list("FETCH_ALLOWED_HOSTS", [])
+# Audio files are transcribed by an OpenAI-compatible speech-to-text server
+# (/v1/audio/transcriptions, core.transcription): off until TRANSCRIPTION_MODEL is set (e.g.
+# whisper-1). The base URL defaults to the chat model's server; its key is sent only there.
+TRANSCRIPTION_MODEL = env_str("TRANSCRIPTION_MODEL")
+if _transcription_url := env_str("TRANSCRIPTION_BASE_URL"):
+    TRANSCRIPTION_BASE_URL = _transcription_url
+if _transcription_key := env_str("TRANSCRIPTION_API_KEY"):
+    TRANSCRIPTION_API_KEY = _transcription_key
+TRANSCRIPTION_TIMEOUT = env_float("TRANSCRIPTION_TIMEOUT", 600.0)
+# A YouTube address added as a link: its captions are fetched from here (a stand-in in tests).
+YOUTUBE_BASE_URL = env_str("YOUTUBE_BASE_URL") or "https://www.youtube.com"
+YOUTUBE_TIMEOUT = env_float("YOUTUBE_TIMEOUT", 20.0)
 MAX_PDF_PAGES = env_int("MAX_PDF_PAGES", 2000, minimum=1)
 # At most this many files per upload request (page, drop zone, API); beyond, nothing is stored.
 MAX_UPLOAD_FILES = env_int("MAX_UPLOAD_FILES", 20, minimum=1)

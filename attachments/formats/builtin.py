@@ -3,9 +3,18 @@ attachments.formats.registry (AttachmentsConfig.ready() imports this module)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
-from attachments.formats import Unit, registry
+from attachments.formats import FormatError, Unit, registry
+from attachments.formats.transcripts import read_audio, read_transcript, sniff_transcript
+from core.transcription import (
+    TranscriptionError,
+    TranscriptionUnavailable,
+    sniff_audio,
+    transcription_available,
+)
 
 # Enough of a file's start to recognise it by.
 SNIFF_BYTES = 4096
@@ -41,3 +50,60 @@ registry.register(
         label="HTML page",
     )
 )
+
+
+# --- transcripts and audio ---------------------------------------------------------------------
+
+
+def _sniffs_as(kind: str) -> Callable[[Path], bool]:
+    def sniff(path: Path) -> bool:
+        return sniff_transcript(path.read_bytes()[: 64 * 1024]) == kind
+
+    return sniff
+
+
+def _reads(kind: Literal["vtt", "srt"]) -> Callable[[Path], list[Unit]]:
+    def read(path: Path) -> list[Unit]:
+        return read_transcript(path.read_bytes(), kind=kind)
+
+    return read
+
+
+for _kind, _label, _media in (("vtt", "WebVTT transcript", "text/vtt"),
+                              ("srt", "SubRip transcript", "application/x-subrip")):  # fmt: skip
+    registry.register(
+        registry.Format(
+            name=_kind, kind="transcript", extensions=(f".{_kind}",), media_types=(_media,),
+            sniff=_sniffs_as(_kind), read=_reads(_kind), label=_label,  # type: ignore[arg-type]
+        )
+    )  # fmt: skip
+
+
+def _read_audio(path: Path) -> list[Unit]:
+    try:
+        return read_audio(path)
+    except (TranscriptionUnavailable, TranscriptionError) as exc:
+        raise FormatError(str(exc)) from None
+
+
+def _audio_refusal() -> str:
+    return "" if transcription_available() else str(TranscriptionUnavailable())
+
+
+def _sniffs_audio(*names: str) -> Callable[[Path], bool]:
+    return lambda path: sniff_audio(path) in names
+
+
+for _name, _extensions, _media, _formats in (
+    ("mp3", (".mp3",), "audio/mpeg", ("mp3",)),
+    ("m4a", (".m4a", ".mp4a", ".aac"), "audio/mp4", ("m4a", "mp4")),
+    ("wav", (".wav",), "audio/wav", ("wav",)),
+    ("ogg", (".ogg", ".oga", ".opus"), "audio/ogg", ("ogg",)),
+):
+    registry.register(
+        registry.Format(
+            name=_name, kind="audio", extensions=_extensions, media_types=(_media,),
+            sniff=_sniffs_audio(*_formats), read=_read_audio, label="audio file",
+            refusal=_audio_refusal,
+        )
+    )  # fmt: skip

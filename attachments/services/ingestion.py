@@ -340,7 +340,8 @@ def unit_page(unit: Unit) -> ExtractedPage:
     for number, line in enumerate(unit.text.split("\n")):
         end = start + len(line)
         if line.strip():
-            heading = number == 0 and len(line) <= 200
+            # A transcript's first line is speech, not a heading.
+            heading = number == 0 and len(line) <= 200 and unit.start_seconds is None
             lines.append(
                 Line(start, end, UNIT_HEADING_SIZE if heading else UNIT_BODY_SIZE, heading)
             )

@@ -4,6 +4,7 @@ storing what was fetched as the source's file."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.files.base import ContentFile
 from django.db import transaction
@@ -35,8 +36,33 @@ def read_web_page(url: str) -> tuple[str, list[Unit], bytes, str]:
 
 
 def read_youtube(url: str) -> tuple[str, list[Unit], bytes, str]:
-    """(title, units, the transcript as WebVTT, ".vtt") of the video at `url`."""
-    raise FormatError("YouTube transcripts cannot be read on this server yet.")
+    """(title, units, the transcript as WebVTT, ".vtt") of the video at `url`: its captions
+    in the first of the site's languages it has (attachments.formats.youtube)."""
+    # not at import: youtube-transcript-api and requests load in the worker, when asked
+    from attachments.formats.youtube import video_id, youtube_transcript
+
+    video = video_id(url)
+    if video is None:
+        raise FormatError("That is not the address of a YouTube video.")
+    languages = [code for code, _ in settings.LANGUAGES] + ["en"]
+    title, units = youtube_transcript(video, languages=list(dict.fromkeys(languages)))
+    return title, units, webvtt(units), ".vtt"
+
+
+def webvtt(units: list[Unit]) -> bytes:
+    """Units of time as a WebVTT file (each to the next one's start), to keep and download."""
+    lines = ["WEBVTT", ""]
+    for unit, after in zip(units, [*units[1:], None], strict=True):
+        start = unit.start_seconds or 0.0
+        end = after.start_seconds if after and after.start_seconds else start + 60.0
+        lines += [f"{_stamp(start)} --> {_stamp(end)}", unit.text.replace("-->", "->"), ""]
+    return "\n".join(lines).encode()
+
+
+def _stamp(seconds: float) -> str:
+    whole = int(seconds)
+    millis = round((seconds - whole) * 1000)
+    return f"{whole // 3600:02d}:{whole % 3600 // 60:02d}:{whole % 60:02d}.{millis:03d}"
 
 
 def store_fetched(

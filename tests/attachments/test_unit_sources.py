@@ -6,7 +6,9 @@ A file whose content is not what its name says is refused before anything is sto
 
 from __future__ import annotations
 
+import io
 import threading
+import wave
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -20,6 +22,8 @@ from chat import services as chat_services
 from chat.agent import generate
 from notes.services import note_create, notebook_create
 from search.retrieval import search
+from tests.fake_transcription import fake_transcription_server
+from tests.fake_youtube import Video, fake_youtube_server
 from tests.fixtures.documents import ingest
 
 pytestmark = pytest.mark.django_db
@@ -168,3 +172,103 @@ def test_the_workspace_offers_add_a_link_and_the_api_takes_one(alice, alice_clie
     assert response.status_code == 201, response.content
     assert response.json()["kind"] == "web"
     assert response.json()["source_url"] == "https://example.org/article"
+
+
+# --- transcripts, audio, YouTube ---------------------------------------------------------------
+
+VTT = b"""WEBVTT
+
+00:00:01.000 --> 00:00:04.000
+<v Ana>Welcome to the beekeeping course.
+
+00:00:30.000 --> 00:00:34.000
+<v Ana>First, light the smoker before you open the hive.
+
+00:01:10.000 --> 00:01:15.000
+<v Ben>Queens are marked with a dot of paint so that they are easy to find.
+"""
+
+
+def test_a_transcript_is_cited_by_its_time_and_read_at_it(alice, alice_client, notebook):
+    added = source_add(
+        user=alice, notebook=notebook, uploaded=SimpleUploadedFile("course.vtt", VTT, "text/vtt")
+    )
+    attachment = ingest(added.attachment)
+    assert (attachment.kind, attachment.format, attachment.status) == ("transcript", "vtt", "ready")
+    pages = list(attachment.pages.order_by("number"))
+    assert [p.label for p in pages] == ["0:01", "1:10"]
+    assert pages[1].start_seconds == 70.0
+    assert "Ben: Queens are marked" in pages[1].text
+    # The first line of speech is no heading: chunks carry no heading path from it.
+    assert all(not c.heading_path for c in attachment.chunks.all())
+    conversation = chat_services.conversation_create(owner=alice, notebook=notebook)
+    _, pending = chat_services.message_ask(
+        conversation=conversation, content="How are queens marked?"
+    )
+    answer = generate(pending.pk, lambda event, data: None)
+    assert answer is not None
+    (cited, *_) = [c for c in answer.citations if c.get("attachment_id") == attachment.pk]
+    assert cited["where"] == "1:10"
+    reader = alice_client.get(f"/attachments/{attachment.pk}/pages/").content.decode()
+    assert "<h2>1:10</h2>" in reader
+    assert 'href="#page-2" title="1:10">1:10</a>' in reader
+
+
+def _wav(seconds: float = 0.5) -> bytes:
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(8000)
+        out.writeframes(b"\x00\x00" * int(8000 * seconds))
+    return buffer.getvalue()
+
+
+def test_audio_is_refused_without_a_transcription_server(alice, notebook, settings):
+    settings.TRANSCRIPTION_MODEL = ""
+    with pytest.raises(ValidationError) as refused:
+        source_add(user=alice, notebook=notebook, uploaded=SimpleUploadedFile("talk.wav", _wav()))
+    assert "TRANSCRIPTION_MODEL" in " ".join(refused.value.messages)
+    assert not NoteAttachment.objects.exists()
+
+
+def test_audio_is_transcribed_into_times(alice, notebook, settings):
+    with fake_transcription_server() as fake:
+        fake.segments = [
+            {"start": 0.0, "end": 4.0, "text": "Bees dance to say where the flowers are."},
+            {"start": 75.0, "end": 80.0, "text": "The waggle dance points at the sun."},
+        ]
+        settings.TRANSCRIPTION_BASE_URL = fake.url
+        settings.TRANSCRIPTION_MODEL = "whisper-1"
+        settings.TRANSCRIPTION_API_KEY = "audio-key"
+        settings.TRANSCRIPTION_TIMEOUT = 5
+        added = source_add(
+            user=alice, notebook=notebook, uploaded=SimpleUploadedFile("talk.wav", _wav())
+        )
+        attachment = ingest(added.attachment)
+    assert (attachment.kind, attachment.format, attachment.status) == ("audio", "wav", "ready")
+    assert list(attachment.pages.values_list("label", flat=True)) == ["0:00", "1:15"]
+    assert fake.requests[0].fields["model"] == ["whisper-1"]
+
+
+def test_a_youtube_link_becomes_its_transcript(alice, notebook, settings):
+    video = "dQw4w9WgXcQ"
+    with fake_youtube_server() as fake:
+        fake.videos[video] = Video(
+            title="How hives work",
+            tracks={"en": ([(0.0, 4.0, "Hives hold up to sixty thousand bees."),
+                            (65.0, 4.0, "Worker bees build the comb from wax.")], False)},
+        )  # fmt: skip
+        settings.YOUTUBE_BASE_URL = fake.url
+        settings.YOUTUBE_TIMEOUT = 5
+        attachment = source_add_link(
+            user=alice, notebook=notebook, url=f"https://youtu.be/{video}?t=3"
+        )
+        assert (attachment.kind, attachment.format) == ("transcript", "youtube")
+        attachment = ingest(attachment)
+    assert attachment.status == "ready", attachment.error
+    assert attachment.original_name == "How hives work"
+    assert list(attachment.pages.values_list("label", flat=True)) == ["0:00", "1:05"]
+    stored = attachment.file.open("rb").read()
+    assert stored.startswith(b"WEBVTT")
+    assert b"Worker bees build the comb" in stored

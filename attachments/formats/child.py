@@ -2,8 +2,8 @@
 
 Reads one untrusted Office document or e-book (MODE: docx, odt, epub, pptx, xlsx) under the
 same address-space limit as the PDF children (NOTEBOOK_CHILD_MEMORY_MB) and writes one JSON
-object per line to stdout: `{"number", "label", "text"}` per unit, `{"notice"}` for what the
-user should know (a sheet cut at the cell cap). The zip's central directory is checked first
+object per line to stdout: `{"number", "label", "text"}` per unit, and
+`{"notice": "cells_cut", …}` when a sheet was cut at the cell cap. The zip's central directory is checked first
 (NOTEBOOK_FORMAT_MAX_MEMBERS, NOTEBOOK_FORMAT_MAX_UNCOMPRESSED); a refusal is
 `{"error": "refused", "reason", "limit"}`. The parent enforces the wall-clock timeout by
 killing us.
@@ -53,7 +53,7 @@ def _run(mode: str, path: str) -> int:
     for unit in reading.units:
         _emit({"number": unit.number, "label": unit.label, "text": unit.text})
     for notice in reading.notices:
-        _emit({"notice": notice})
+        _emit(notice)
     return 0
 
 

@@ -25,6 +25,7 @@ from ebooklib import epub
 from lxml import etree  # type: ignore[import-untyped]
 from odf import opendocument, teletype  # type: ignore[import-untyped]
 from odf.namespaces import TABLENS, TEXTNS  # type: ignore[import-untyped]
+from pptx.enum.shapes import MSO_SHAPE_TYPE
 
 from attachments.formats import Unit
 
@@ -38,10 +39,12 @@ _HEADING_STYLE = re.compile(r"^heading\s*(\d)$", re.IGNORECASE)
 
 @dataclass
 class Reading:
-    """What a reader produced: the units in order, and notices for the user (a sheet cut)."""
+    """What a reader produced: the units in order, and notices for the user (a sheet cut at
+    the cell cap: `{"notice": "cells_cut", "sheet", "row", "limit"}`), put into words by the
+    parent."""
 
     units: list[Unit] = field(default_factory=list)
-    notices: list[str] = field(default_factory=list)
+    notices: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _split_long(text: str, limit: int) -> list[str]:
@@ -300,7 +303,7 @@ def _shape_texts(shapes: Any, title_id: int | None) -> Iterator[str]:
     for shape in shapes:
         if shape.shape_id == title_id:
             continue
-        if getattr(shape, "shape_type", None) == pptx.enum.shapes.MSO_SHAPE_TYPE.GROUP:
+        if getattr(shape, "shape_type", None) == MSO_SHAPE_TYPE.GROUP:
             yield from _shape_texts(shape.shapes, title_id)
         elif getattr(shape, "has_table", False) and shape.has_table:
             rows = [[cell.text for cell in row.cells] for row in shape.table.rows]
@@ -342,6 +345,52 @@ def _cell_text(value: Any) -> str:
     return " ".join(str(value).split())
 
 
+def _sheet_unit(
+    reading: Reading, name: str, header: list[str], block: list[tuple[int, list[str]]]
+) -> None:
+    lines = [" | ".join(header)] + [" | ".join(cells) for _, cells in block]
+    label = f"{name}, rows {block[0][0]}–{block[-1][0]}"
+    reading.units.append(Unit(len(reading.units) + 1, "\n".join(lines), label))
+
+
+def _read_sheet(sheet: Any, reading: Reading, budget: int, max_cells: int) -> int:
+    """Add the sheet's units to `reading`; the cell budget left (negative: cut here)."""
+    # Ignore the declared dimension ("A1:XFD1048576"): rows are not padded to it.
+    sheet.reset_dimensions()
+    header: list[str] | None = None
+    header_row = 0
+    before = len(reading.units)
+    block: list[tuple[int, list[str]]] = []
+    for index, row in enumerate(sheet.iter_rows(values_only=True), start=1):
+        if not row:
+            continue
+        budget -= len(row)
+        if budget < 0:
+            reading.notices.append(
+                {"notice": "cells_cut", "sheet": sheet.title, "row": index, "limit": max_cells}
+            )
+            break
+        cells = [_cell_text(v) for v in row]
+        while cells and not cells[-1]:
+            cells.pop()
+        if not cells:
+            continue
+        if header is None:
+            header, header_row = cells, index
+            continue
+        block.append((index, cells))
+        if len(block) == SHEET_BLOCK_ROWS:
+            _sheet_unit(reading, sheet.title, header, block)
+            block = []
+    if header is not None and block:
+        _sheet_unit(reading, sheet.title, header, block)
+    if header is not None and len(reading.units) == before:
+        # a sheet of one row only: that row is its content
+        label = f"{sheet.title}, row {header_row}"
+        reading.units.append(Unit(len(reading.units) + 1, " | ".join(header), label))
+    return budget
+
+
 def read_xlsx(path: str, max_cells: int) -> Reading:
     """Each sheet's rows in blocks of SHEET_BLOCK_ROWS under its header row ("Budget, rows
     2–51"); empty sheets skipped. At most `max_cells` cells (rows × columns as stored) are read
@@ -351,48 +400,9 @@ def read_xlsx(path: str, max_cells: int) -> Reading:
     budget = max_cells
     try:
         for sheet in workbook.worksheets:
-            # Ignore the declared dimension ("A1:XFD1048576"): rows are not padded to it.
-            sheet.reset_dimensions()
-            header: list[str] | None = None
-            header_row = 0
-            before = len(reading.units)
-            block: list[tuple[int, list[str]]] = []
-
-            def flush(name: str = sheet.title) -> None:
-                if not block or header is None:
-                    return
-                lines = [" | ".join(header)] + [" | ".join(cells) for _, cells in block]
-                label = f"{name}, rows {block[0][0]}–{block[-1][0]}"
-                reading.units.append(Unit(len(reading.units) + 1, "\n".join(lines), label))
-                block.clear()
-
-            for index, row in enumerate(sheet.iter_rows(values_only=True), start=1):
-                if not row:
-                    continue
-                budget -= len(row)
-                if budget < 0:
-                    flush()
-                    reading.notices.append(
-                        f"Only the first {max_cells:,} cells were read; the rest of sheet "
-                        f"“{sheet.title}” (from row {index:,}) and any later sheets were left out."
-                    )
-                    return reading
-                cells = [_cell_text(v) for v in row]
-                while cells and not cells[-1]:
-                    cells.pop()
-                if not cells:
-                    continue
-                if header is None:
-                    header, header_row = cells, index
-                    continue
-                block.append((index, cells))
-                if len(block) == SHEET_BLOCK_ROWS:
-                    flush()
-            flush()
-            if header is not None and len(reading.units) == before:
-                # a sheet of one row only: that row is its content
-                label = f"{sheet.title}, row {header_row}"
-                reading.units.append(Unit(len(reading.units) + 1, " | ".join(header), label))
+            budget = _read_sheet(sheet, reading, budget, max_cells)
+            if budget < 0:
+                break
     finally:
         workbook.close()
     return reading

@@ -144,8 +144,18 @@ def _result(kind: str, code: int, output: bytes, memory_mb: int) -> Document:
             continue  # a line cut short by a dying child
         if "error" in record:
             errors.append(record)
-        elif "notice" in record:
-            notices.append(str(record["notice"]))
+        elif record.get("notice") == "cells_cut":
+            notices.append(
+                _(
+                    "Only the first %(limit)s cells of this workbook were read: sheet "
+                    "“%(sheet)s” was cut at row %(row)s, and later sheets were left out."
+                )
+                % {
+                    "limit": f"{int(record['limit']):,}",
+                    "sheet": record["sheet"],
+                    "row": f"{int(record['row']):,}",
+                }
+            )
         else:
             units.append(Unit(int(record["number"]), str(record["text"]), str(record["label"])))
     if code == EXIT_REFUSED:

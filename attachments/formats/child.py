@@ -3,10 +3,10 @@
 Reads one untrusted Office document or e-book (MODE: docx, odt, epub, pptx, xlsx) under the
 same address-space limit as the PDF children (NOTEBOOK_CHILD_MEMORY_MB) and writes one JSON
 object per line to stdout: `{"number", "label", "text"}` per unit, and
-`{"notice": "cells_cut", …}` when a sheet was cut at the cell cap. The zip's central directory is checked first
-(NOTEBOOK_FORMAT_MAX_MEMBERS, NOTEBOOK_FORMAT_MAX_UNCOMPRESSED); a refusal is
-`{"error": "refused", "reason", "limit"}`. The parent enforces the wall-clock timeout by
-killing us.
+`{"notice": "cells_cut", …}` when a sheet was cut at the cell cap. The zip's central
+directory is checked first (NOTEBOOK_FORMAT_MAX_MEMBERS, NOTEBOOK_FORMAT_MAX_UNCOMPRESSED);
+a refusal is `{"error": "refused", "reason", "limit"}`. The parent enforces the wall-clock
+timeout by killing us.
 
 Exit codes as the PDF child's: 0 done, 4 damaged/unsupported file, 5 out of memory; and
 6 refused before parsing (a zip bomb).

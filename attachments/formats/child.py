@@ -70,7 +70,8 @@ def main(argv: list[str]) -> int:
     except BaseException as exc:  # any parser failure on untrusted input is "damaged"
         if isinstance(exc, SystemExit | KeyboardInterrupt):
             raise
-        if _out_of_memory(exc):
+        # libxml2 (lxml) reports a failed allocation as a parse error
+        if _out_of_memory(exc) or "memory allocation failed" in str(exc).lower():
             return EXIT_MEMORY
         message = str(exc) or type(exc).__name__
         _emit({"error": "damaged", "message": f"{type(exc).__name__}: {message}"[:300]})

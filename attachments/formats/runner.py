@@ -52,9 +52,9 @@ def _kind_name(kind: str) -> str:
     return names.get(kind, _("document"))
 
 
-def _limits() -> dict[str, int]:
+def _limits() -> dict[str, float]:
     return {
-        "timeout": int(getattr(settings, "FORMAT_TIMEOUT", settings.EXTRACT_TIMEOUT)),
+        "timeout": float(getattr(settings, "FORMAT_TIMEOUT", settings.EXTRACT_TIMEOUT)),
         "memory_mb": int(getattr(settings, "FORMAT_MEMORY_MB", settings.EXTRACT_MEMORY_MB)),
         "max_cells": int(getattr(settings, "FORMAT_MAX_CELLS", MAX_CELLS)),
         "max_uncompressed": int(
@@ -85,7 +85,15 @@ def read_document(path: Path, kind: str | None = None) -> Document:
     the FORMAT_* limits. `kind` ("docx", "pptx", "xlsx", "odt", "epub") defaults to what
     `sniff` finds; FormatError (message for the user) on any failure. Never raises anything
     else for a hostile file, and leaves no child behind."""
-    found = sniff.sniff(path)
+    limits = _limits()
+    max_members = int(limits["max_members"])
+    try:
+        declared = sniff.declared_members(path)
+    except OSError:
+        declared = None
+    if declared is not None and declared > max_members:
+        raise FormatError(_refusal_message("members", max_members))
+    found = sniff.sniff(path, max_members=max_members)
     kind = kind or found
     if kind is None:
         raise FormatError(
@@ -100,13 +108,12 @@ def read_document(path: Path, kind: str | None = None) -> Document:
         raise FormatError(
             _("This file is damaged or not a real %(kind)s.") % {"kind": _kind_name(kind)}
         )
-    limits = _limits()
     env = {
         **os.environ,
-        "NOTEBOOK_CHILD_MEMORY_MB": str(limits["memory_mb"]),
-        "NOTEBOOK_FORMAT_MAX_CELLS": str(limits["max_cells"]),
-        "NOTEBOOK_FORMAT_MAX_UNCOMPRESSED": str(limits["max_uncompressed"]),
-        "NOTEBOOK_FORMAT_MAX_MEMBERS": str(limits["max_members"]),
+        "NOTEBOOK_CHILD_MEMORY_MB": str(int(limits["memory_mb"])),
+        "NOTEBOOK_FORMAT_MAX_CELLS": str(int(limits["max_cells"])),
+        "NOTEBOOK_FORMAT_MAX_UNCOMPRESSED": str(int(limits["max_uncompressed"])),
+        "NOTEBOOK_FORMAT_MAX_MEMBERS": str(int(limits["max_members"])),
         "OPENPYXL_DEFUSEDXML": "True",  # openpyxl parses through defusedxml when it is there
         "PYTHONDONTWRITEBYTECODE": "1",
     }
@@ -124,13 +131,13 @@ def read_document(path: Path, kind: str | None = None) -> Document:
     except subprocess.TimeoutExpired:
         raise FormatError(
             _("Reading this file took longer than %(seconds)s s, so it was stopped.")
-            % {"seconds": limits["timeout"]}
+            % {"seconds": f"{limits['timeout']:g}"}
         ) from None
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    return _result(kind, proc.returncode, output, limits["memory_mb"])
+    return _result(kind, proc.returncode, output, int(limits["memory_mb"]))
 
 
 def _result(kind: str, code: int, output: bytes, memory_mb: int) -> Document:

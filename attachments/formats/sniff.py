@@ -54,7 +54,7 @@ class ZipRefusal:
     member: str = ""
 
 
-def _declared_members(path: Path) -> int | None:
+def declared_members(path: Path) -> int | None:
     """The member count the end-of-central-directory record declares, read before zipfile
     builds one object per member; None when there is no such record (not a zip)."""
     with open(path, "rb") as fp:
@@ -67,7 +67,7 @@ def _declared_members(path: Path) -> int | None:
 
 def _open(path: Path, max_members: int) -> zipfile.ZipFile | ZipRefusal | None:
     try:
-        declared = _declared_members(path)
+        declared = declared_members(path)
         if declared is None:
             return None
         if declared > max_members:

@@ -149,19 +149,24 @@ def _docx_rows(table: DocxTable) -> list[list[str]]:
     return rows
 
 
-def _docx_level(paragraph: Paragraph) -> int | None:
-    style = paragraph.style
-    name = style.name if style is not None else ""
-    match = _HEADING_STYLE.match(name or "")
-    return int(match.group(1)) if match else None
+def _docx_heading_levels(document: Any) -> dict[str, int]:
+    """Paragraph style id → heading level, for the "Heading N" styles. Looked up once: asking
+    each paragraph for its style scans all the styles every time (minutes for a long file)."""
+    levels: dict[str, int] = {}
+    for style in document.styles:
+        match = _HEADING_STYLE.match(getattr(style, "name", "") or "")
+        if match and style.style_id:
+            levels[style.style_id] = int(match.group(1))
+    return levels
 
 
 def read_docx(path: str) -> Reading:
     document = docx.Document(path)
+    levels = _docx_heading_levels(document)
     sections = Sections(_start_label(document.core_properties.title))
     for block in document.iter_inner_content():
         if isinstance(block, Paragraph):
-            level = _docx_level(block)
+            level = levels.get(block._p.style or "")
             if level is not None:
                 sections.heading(level, block.text)
             else:

@@ -293,7 +293,10 @@ def read_epub(path: str) -> Reading:
         item = book.get_item_with_id(idref)
         if item is None or item.get_type() != ebooklib.ITEM_DOCUMENT:
             continue
-        root = etree.fromstring(item.get_content(), parser=XML_PARSER)
+        if isinstance(item, epub.EpubNav):  # the table of contents, not the text
+            continue
+        # `content`: the chapter's bytes as stored (get_content() re-parses and rebuilds it)
+        root = etree.fromstring(item.content, parser=XML_PARSER)
         if root is None:
             continue
         body = next((el for el in root.iter() if _local(el) == "body"), root)

@@ -298,7 +298,7 @@ def test_odt_sections_and_table(tmp_path):
 
 def test_epub_three_chapters_in_spine_order(tmp_path):
     units = read_document(make_epub(tmp_path / "book.epub")).units
-    labels = [u.label for u in units if u.label.startswith("Chapter")]
+    labels = [u.label for u in units]
     assert labels == [
         f"Chapter {n}{part}" for n in (1, 2, 3) for part in ("", " › Part A")
     ]
@@ -377,24 +377,16 @@ def test_billion_laughs_in_a_docx_part_is_not_expanded(tmp_path):
     xml = document_xml(paragraph("start") + paragraph("&i;"), BILLION_LAUGHS)
     bomb = docx_with(tmp_path, "word/document.xml", deflated(xml))
     started = time.monotonic()
-    try:
-        text = texts(bomb)
-    except FormatError as error:
-        assert "damaged" in str(error)
-    else:
-        assert "lollol" not in text
+    with pytest.raises(FormatError, match="damaged or not a real Word document"):
+        read_document(bomb)
     assert time.monotonic() - started < 5
 
 
 def test_external_entity_in_a_docx_part_is_not_read(tmp_path):
     xml = document_xml(paragraph("before &xxe; after"), XXE)
     hostile = docx_with(tmp_path, "word/document.xml", deflated(xml))
-    try:
-        text = texts(hostile)
-    except FormatError as error:
-        assert "damaged" in str(error)
-    else:
-        assert "root:" not in text
+    text = texts(hostile)
+    assert "before" in text and "root:" not in text
 
 
 def epub_chapter(tmp_path: Path, body: str, doctype: str) -> Path:
@@ -415,7 +407,7 @@ def test_billion_laughs_and_external_entity_in_an_epub_chapter(tmp_path):
     assert time.monotonic() - started < 5
     xxe = epub_chapter(tmp_path, "before &xxe; after", XXE)
     text = texts(xxe)
-    assert "before" in text and "root:" not in text
+    assert "before" in text and "after" in text and "root:" not in text
 
 
 def test_sheet_declaring_a_million_rows_and_columns_reads_only_its_cells(tmp_path, settings):

@@ -16,15 +16,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import docx
-import ebooklib  # type: ignore[import-untyped]
-import openpyxl  # type: ignore[import-untyped]
+import ebooklib
+import openpyxl
 import pptx
 from docx.table import Table as DocxTable
 from docx.text.paragraph import Paragraph
 from ebooklib import epub
-from lxml import etree  # type: ignore[import-untyped]
-from odf import opendocument, teletype  # type: ignore[import-untyped]
-from odf.namespaces import TABLENS, TEXTNS  # type: ignore[import-untyped]
+from lxml import etree
+from odf import opendocument, teletype
+from odf.namespaces import TABLENS, TEXTNS
 from pptx.enum.shapes import MSO_SHAPE_TYPE
 
 from attachments.formats import Unit

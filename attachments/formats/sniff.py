@@ -13,7 +13,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from lxml import etree  # type: ignore[import-untyped]
+from lxml import etree
 
 # The main part's content type of each OOXML kind (documents, and their macro-enabled and
 # template variants, which read the same).

@@ -41,7 +41,8 @@ class Document:
     notices: list[str] = field(default_factory=list)
 
 
-def _kind_name(kind: str) -> str:
+def kind_label(kind: str) -> str:
+    """What a file of this kind is called in messages: "Word document"."""
     names = {
         "docx": _("Word document"),
         "pptx": _("PowerPoint presentation"),
@@ -106,7 +107,7 @@ def read_document(path: Path, kind: str | None = None) -> Document:
         raise ValueError(f"unknown kind {kind!r}")
     if found != kind:
         raise FormatError(
-            _("This file is damaged or not a real %(kind)s.") % {"kind": _kind_name(kind)}
+            _("This file is damaged or not a real %(kind)s.") % {"kind": kind_label(kind)}
         )
     env = {
         **os.environ,
@@ -180,6 +181,23 @@ def _result(kind: str, code: int, output: bytes, memory_mb: int) -> Document:
         )
     if code == EXIT_DAMAGED or code != 0:
         raise FormatError(
-            _("This file is damaged or not a real %(kind)s.") % {"kind": _kind_name(kind)}
+            _("This file is damaged or not a real %(kind)s.") % {"kind": kind_label(kind)}
         )
     return Document(kind, units, notices)
+
+
+def read_units(path: Path, kind: str) -> list[Unit]:
+    """`read_document`'s units for the formats registry (`Format.read`): a notice (a sheet cut
+    at the cell cap) becomes the last paragraph of the last unit, so a reader sees it."""
+    document = read_document(path, kind)
+    units = document.units
+    if document.notices and units:
+        last = units[-1]
+        text = "\n\n".join([last.text, *(f"[{notice}]" for notice in document.notices)])
+        units[-1] = Unit(last.number, text, last.label, last.start_seconds)
+    return units
+
+
+def is_kind(path: Path, kind: str) -> bool:
+    """Whether the file's content is of this kind (`Format.sniff`), by `sniff.sniff`."""
+    return sniff.sniff(path) == kind

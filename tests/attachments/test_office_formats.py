@@ -23,7 +23,7 @@ from odf.table import Table, TableCell, TableColumn, TableRow
 from odf.text import H, P
 
 from attachments.formats import FormatError
-from attachments.formats.runner import read_document
+from attachments.formats.runner import is_kind, read_document, read_units
 from attachments.formats.sniff import sniff
 
 pytestmark = pytest.mark.slow  # each reading starts a child process
@@ -294,6 +294,9 @@ def test_xlsx_cut_at_the_cell_cap_with_a_notice(tmp_path, settings):
     (notice,) = document.notices
     assert "Only the first 100 cells" in notice
     assert "“Budget” was cut at row 34" in notice
+    # as the formats registry reads it: the notice closes the last unit
+    units = read_units(tmp_path / "budget.xlsx", "xlsx")
+    assert units[-1].text.endswith(f"[{notice}]")
 
 
 def test_odt_sections_and_table(tmp_path):
@@ -315,6 +318,8 @@ def test_sniff_by_content_never_by_name(tmp_path):
     assert sniff(make_xlsx(tmp_path / "c.txt")) == "xlsx"
     assert sniff(make_odt(tmp_path / "d")) == "odt"
     assert sniff(make_epub(tmp_path / "e.zip")) == "epub"
+    assert is_kind(tmp_path / "a.bin", "docx")
+    assert not is_kind(tmp_path / "a.bin", "xlsx")
     pdf = tmp_path / "paper.docx"
     pdf.write_bytes(b"%PDF-1.7\n1 0 obj << >> endobj\ntrailer << >>\n%%EOF\n")
     assert sniff(pdf) is None

@@ -456,3 +456,27 @@ def test_slow_reading_is_stopped_at_the_deadline(tmp_path, settings):
     settings.FORMAT_TIMEOUT = 0.2  # less than a child takes to start
     with pytest.raises(FormatError, match=r"took longer than 0\.2 s"):
         read_document(make_docx(tmp_path / "notes.docx"))
+
+
+@pytest.mark.parametrize("doctype", [BILLION_LAUGHS, XXE], ids=["laughs", "xxe"])
+def test_entities_in_odt_and_xlsx_parts_are_refused(tmp_path, doctype):
+    """A DTD declaring entities in an ODT or XLSX part: the file is refused as damaged
+    (odfpy and openpyxl parse through defusedxml), nothing expanded or read."""
+    entity = "&i;" if doctype == BILLION_LAUGHS else "&xxe;"
+    source = make_odt(tmp_path / "lab.odt")
+    with zipfile.ZipFile(source) as archive:
+        content = archive.read("content.xml").decode()
+    content = content.replace("Opening words.", entity)
+    content = content.replace("?>", "?>\n" + doctype, 1)
+    odt = replace_member(source, "content.xml", content.encode())
+    with pytest.raises(FormatError, match="damaged or not a real OpenDocument text"):
+        read_document(odt)
+    source = make_xlsx(tmp_path / "budget.xlsx", rows=1)
+    with zipfile.ZipFile(source) as archive:
+        sheet = archive.read("xl/worksheets/sheet1.xml").decode()
+    cell = f'<c r="A3" t="inlineStr"><is><t>{entity}</t></is></c>'
+    sheet = sheet.replace("</sheetData>", f'<row r="3">{cell}</row></sheetData>')
+    sheet = sheet.replace("?>", "?>\n" + doctype, 1) if "?>" in sheet else doctype + sheet
+    xlsx = replace_member(source, "xl/worksheets/sheet1.xml", sheet.encode())
+    with pytest.raises(FormatError, match="damaged or not a real Excel workbook"):
+        read_document(xlsx)

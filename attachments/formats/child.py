@@ -42,6 +42,10 @@ def _run(mode: str, path: str) -> int:
     if refusal is not None:
         _emit({"error": "refused", "reason": refusal.reason, "limit": refusal.limit})
         return EXIT_REFUSED
+    # openpyxl imports numpy when it can (only to recognise numpy's number types, which a
+    # file read from disk never holds); numpy's OpenBLAS then starts a thread pool that,
+    # under the address-space cap, ends the process with exit code 1. Keep numpy out.
+    sys.modules.setdefault("numpy", None)  # type: ignore[arg-type]
     # the readers' libraries (lxml, python-docx, openpyxl, …) load only after the memory cap
     from attachments.formats import office
 
@@ -57,6 +61,19 @@ def _run(mode: str, path: str) -> int:
     return 0
 
 
+def _parser_out_of_memory(exc: BaseException) -> bool:
+    """Whether a parser's error is a failed allocation: libxml2 (lxml) reports one as a syntax
+    error whose log says ERR_NO_MEMORY; a C extension may return failure without setting an
+    exception (SystemError)."""
+    log = getattr(exc, "error_log", None) or ()
+    if any(getattr(entry, "type_name", "") == "ERR_NO_MEMORY" for entry in log):
+        return True
+    text = str(exc).lower()
+    return "memory allocation failed" in text or (
+        isinstance(exc, SystemError) and "without exception set" in text
+    )
+
+
 def main(argv: list[str]) -> int:
     _limit_memory()
     mode, path = argv[1], argv[2]
@@ -70,8 +87,7 @@ def main(argv: list[str]) -> int:
     except BaseException as exc:  # any parser failure on untrusted input is "damaged"
         if isinstance(exc, SystemExit | KeyboardInterrupt):
             raise
-        # libxml2 (lxml) reports a failed allocation as a parse error
-        if _out_of_memory(exc) or "memory allocation failed" in str(exc).lower():
+        if _out_of_memory(exc) or _parser_out_of_memory(exc):
             return EXIT_MEMORY
         message = str(exc) or type(exc).__name__
         _emit({"error": "damaged", "message": f"{type(exc).__name__}: {message}"[:300]})

@@ -452,6 +452,15 @@ def test_child_memory_cap_stops_a_real_blow_up(tmp_path, settings):
         read_document(heavy)
 
 
+@pytest.mark.parametrize("megabytes", [30, 40])
+def test_a_cap_below_what_the_reader_needs_to_start_is_reported_as_memory(
+    tmp_path, settings, megabytes
+):
+    settings.FORMAT_MEMORY_MB = megabytes
+    with pytest.raises(FormatError, match="more memory to read than allowed"):
+        read_document(make_xlsx(tmp_path / "budget.xlsx"))
+
+
 def test_slow_reading_is_stopped_at_the_deadline(tmp_path, settings):
     settings.FORMAT_TIMEOUT = 0.2  # less than a child takes to start
     with pytest.raises(FormatError, match=r"took longer than 0\.2 s"):

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Literal
 
 from attachments.formats import FormatError, Unit, registry
+from attachments.formats import runner as office
 from attachments.formats.transcripts import read_audio, read_transcript, sniff_transcript
 from core.transcription import (
     TranscriptionError,
@@ -105,5 +106,34 @@ for _name, _extensions, _media, _formats in (
             name=_name, kind="audio", extensions=_extensions, media_types=(_media,),
             sniff=_sniffs_audio(*_formats), read=_read_audio, label="audio file",
             refusal=_audio_refusal,
+        )
+    )  # fmt: skip
+
+
+# --- Office documents and e-books (read in a capped child: attachments.formats.runner) --------
+
+_OFFICE = (
+    ("docx", (".docx",), "application/vnd.openxmlformats-officedocument.wordprocessingml.document"),
+    (
+        "pptx",
+        (".pptx",),
+        "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    ),
+    ("xlsx", (".xlsx",), "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"),
+    ("odt", (".odt",), "application/vnd.oasis.opendocument.text"),
+    ("epub", (".epub",), "application/epub+zip"),
+)
+
+
+def _office(name: str) -> tuple[Callable[[Path], bool], Callable[[Path], list[Unit]]]:
+    return (lambda path: office.is_kind(path, name)), (lambda path: office.read_units(path, name))
+
+
+for _name, _extensions, _media in _OFFICE:
+    _sniff, _read = _office(_name)
+    registry.register(
+        registry.Format(
+            name=_name, kind="document", extensions=_extensions, media_types=(_media,),
+            sniff=_sniff, read=_read, label=office.kind_label(_name),
         )
     )  # fmt: skip

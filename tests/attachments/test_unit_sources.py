@@ -193,6 +193,7 @@ def test_a_transcript_is_cited_by_its_time_and_read_at_it(alice, alice_client, n
     added = source_add(
         user=alice, notebook=notebook, uploaded=SimpleUploadedFile("course.vtt", VTT, "text/vtt")
     )
+    assert added.attachment is not None
     attachment = ingest(added.attachment)
     assert (attachment.kind, attachment.format, attachment.status) == ("transcript", "vtt", "ready")
     pages = list(attachment.pages.order_by("number"))
@@ -245,6 +246,7 @@ def test_audio_is_transcribed_into_times(alice, notebook, settings):
         added = source_add(
             user=alice, notebook=notebook, uploaded=SimpleUploadedFile("talk.wav", _wav())
         )
+        assert added.attachment is not None
         attachment = ingest(added.attachment)
     assert (attachment.kind, attachment.format, attachment.status) == ("audio", "wav", "ready")
     assert list(attachment.pages.values_list("label", flat=True)) == ["0:00", "1:15"]
@@ -272,3 +274,74 @@ def test_a_youtube_link_becomes_its_transcript(alice, notebook, settings):
     stored = attachment.file.open("rb").read()
     assert stored.startswith(b"WEBVTT")
     assert b"Worker bees build the comb" in stored
+
+
+# --- Office documents and e-books --------------------------------------------------------------
+
+
+def _slides() -> bytes:
+    from pptx import Presentation
+
+    deck = Presentation()
+    slides = [
+        ("Hive inspection", "Check the brood pattern every week."),
+        ("Swarming", "Colonies swarm when the hive gets crowded in May."),
+    ]
+    for title, body in slides:
+        slide = deck.slides.add_slide(deck.slide_layouts[1])
+        slide.shapes.title.text = title
+        slide.placeholders[1].text = body
+    buffer = io.BytesIO()
+    deck.save(buffer)
+    return buffer.getvalue()
+
+
+def test_slides_are_cited_by_their_number(alice, alice_client, notebook):
+    added = source_add(
+        user=alice, notebook=notebook, uploaded=SimpleUploadedFile("bees.pptx", _slides())
+    )
+    assert added.attachment is not None
+    attachment = ingest(added.attachment)
+    assert (attachment.kind, attachment.format, attachment.status) == ("document", "pptx", "ready")
+    assert list(attachment.pages.values_list("label", flat=True)) == [
+        "Slide 1: Hive inspection", "Slide 2: Swarming",
+    ]  # fmt: skip
+    conversation = chat_services.conversation_create(owner=alice, notebook=notebook)
+    _, pending = chat_services.message_ask(
+        conversation=conversation, content="When do colonies swarm?"
+    )
+    answer = generate(pending.pk, lambda event, data: None)
+    assert answer is not None
+    (cited, *_) = [c for c in answer.citations if c.get("attachment_id") == attachment.pk]
+    assert cited["where"] == "Slide 2: Swarming"
+    page = alice_client.get(f"/chats/{conversation.pk}/").content.decode()
+    assert "bees.pptx, Slide 2: Swarming" in page
+
+
+CONTENT_TYPES = (
+    '<?xml version="1.0"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/'
+    'content-types"><Override PartName="/word/document.xml" ContentType="application/'
+    'vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"/></Types>'
+)
+
+
+def test_a_zip_bomb_named_docx_is_refused_or_fails_cleanly(alice, notebook):
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("[Content_Types].xml", CONTENT_TYPES)
+        archive.writestr("word/document.xml", b"\0" * (300 * 1024 * 1024))
+    try:
+        added = source_add(
+            user=alice,
+            notebook=notebook,
+            uploaded=SimpleUploadedFile("bomb.docx", buffer.getvalue()),
+        )
+    except ValidationError:
+        assert not NoteAttachment.objects.exists()  # refused at the door
+        return
+    assert added.attachment is not None
+    attachment = ingest(added.attachment)
+    assert attachment.status == "failed"
+    assert "zip bomb" in attachment.error or "unpacks to more than" in attachment.error

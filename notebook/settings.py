@@ -440,6 +440,11 @@ DATA_UPLOAD_MAX_NUMBER_FILES = 50
 # Each PDF is parsed in child processes with these limits, so a hostile file fails alone.
 EXTRACT_TIMEOUT = env_int("EXTRACT_TIMEOUT", 300, minimum=5)
 EXTRACT_MEMORY_MB = env_int("EXTRACT_MEMORY_MB", 1024, minimum=128)
+# Office documents and e-books (attachments.formats.runner): their reading child's caps, and
+# how many spreadsheet cells are read at most.
+FORMAT_TIMEOUT = env_int("FORMAT_TIMEOUT", EXTRACT_TIMEOUT, minimum=5)
+FORMAT_MEMORY_MB = env_int("FORMAT_MEMORY_MB", EXTRACT_MEMORY_MB, minimum=128)
+FORMAT_MAX_CELLS = env_int("FORMAT_MAX_CELLS", 200_000, minimum=1000)
 EXTRACT_PROCESSES = env_int("EXTRACT_PROCESSES", min(os.cpu_count() or 1, 4), minimum=1)
 OCR_ENABLED = env_bool("OCR_ENABLED", True)
 OCR_MIN_CHARS = env_int("OCR_MIN_CHARS", 50, minimum=0)

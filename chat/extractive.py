@@ -215,7 +215,16 @@ def _related(
         if strong and not good:
             continue
         seen.add(_place(passage))
-        keys = ("kind", "file", "page", "attachment_id", "chunk_id", "note_id", "note_title")
+        keys = (
+            "kind",
+            "file",
+            "page",
+            "where",
+            "attachment_id",
+            "chunk_id",
+            "note_id",
+            "note_title",
+        )
         entry = {key: passage[key] for key in keys if key in passage}
         entry["heading"] = str(passage.get("heading") or "").split(" › ")[-1].strip()
         entry.update(quote=candidate.text, preview=clip(candidate.text, PREVIEW_CHARS))

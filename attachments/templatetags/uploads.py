@@ -19,3 +19,10 @@ def upload_accept() -> str:
 @register.simple_tag
 def upload_max_files() -> int:
     return settings.MAX_UPLOAD_FILES
+
+
+@register.simple_tag
+def upload_max_bytes() -> int:
+    """The largest file an upload may be (MAX_UPLOAD_MB): the drop zones refuse a bigger
+    one before sending it."""
+    return int(settings.MAX_UPLOAD_MB * 1024 * 1024)

@@ -110,6 +110,27 @@
     list.prepend(row);
   }
 
+  function refuseTooLarge(list, file, maxBytes) {
+    const row = document.createElement("li");
+    row.className = "attachment-row upload-error";
+    row.setAttribute("role", "alert");
+    row.dataset.testid = "too-large";
+    const note = document.createElement("p");
+    note.className = "error-text";
+    note.textContent = interpolate(gettext("“%(name)s” is %(size)s MB; the limit is %(limit)s MB."), {
+      name: file.name, // textContent: a hostile file name stays text
+      size: (file.size / 1048576).toFixed(1),
+      limit: Math.floor(maxBytes / 1048576),
+    });
+    const dismiss = document.createElement("button");
+    dismiss.type = "button";
+    dismiss.className = "link";
+    dismiss.dataset.dismiss = "";
+    dismiss.textContent = gettext("Dismiss");
+    row.append(note, dismiss);
+    list.prepend(row);
+  }
+
   function initDropzone(zone) {
     const form = zone.querySelector("form");
     const input = zone.querySelector("[data-file-input]");
@@ -122,7 +143,13 @@
         refuseBatch(list, files.length, limit);
         return;
       }
+      // A file over the size limit (data-max-bytes) is refused here, before any byte is sent.
+      const maxBytes = parseInt(zone.dataset.maxBytes || "0", 10);
       Array.from(files).forEach(function (file) {
+        if (maxBytes > 0 && file.size > maxBytes) {
+          refuseTooLarge(list, file, maxBytes);
+          return;
+        }
         upload(form, list, file);
       });
     };

@@ -105,4 +105,15 @@ def test_an_html_page_and_a_transcript_are_cited_by_section_and_time(
     shoot(page, "reader-390")
     page.go_back()
     no_overflow(page)
+
+    # A file over the size limit is refused in the page, before any byte is sent.
+    big = tmp_path / "huge.html"
+    with big.open("wb") as out:
+        out.truncate(51 * 1024 * 1024)  # sparse: MAX_UPLOAD_MB (50) + 1
+    sent: list[str] = []
+    page.on("request", lambda r: sent.append(r.url) if r.method == "POST" else None)
+    page.locator("[data-testid=add-sources] input[data-file-input]").set_input_files(str(big))
+    refused = page.get_by_test_id("too-large")
+    expect(refused).to_contain_text("“huge.html” is 51.0 MB; the limit is 50 MB.")
+    assert not [url for url in sent if "/sources/" in url]
     assert errors == []

@@ -50,9 +50,9 @@ api = NinjaAPI(
     title="Notebook API",
     version="1",
     description=(
-        "Notebooks, notes, PDF attachments, search and chat. Authenticate with a personal "
+        "Notebooks, notes, sources, search and chat. Authenticate with a personal "
         "access token (`Authorization: Bearer nbk_…`, created under Settings) or, in the "
-        "browser, with your session plus the CSRF token."
+        "browser, with your session plus the CSRF token. [← Back to Notebook](/settings/)"
     ),
     urls_namespace="api",
     # Token first: the session check rejects an unsafe request without a CSRF token outright,

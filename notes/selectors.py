@@ -154,3 +154,34 @@ def membership_get(*, user: User, notebook_id: int, member_id: int) -> NotebookM
         NotebookMembership.objects.filter(notebook=notebook).select_related("user"),
         user_id=member_id,
     )
+
+
+FILES_NAMED = 10  # the delete confirmation names at most this many files
+
+
+class NotebookContents(TypedDict):
+    files: list[str]
+    file_count: int
+    conversation_count: int
+    member_count: int
+
+
+def notebook_contents(*, user: User, notebook_id: int) -> NotebookContents:
+    """What deleting a notebook the user owns takes with it, for its confirmation: its files
+    (the first FILES_NAMED by name), every conversation in it (its members' too) and how
+    many people it is shared with. Read through the reverse relations of the apps above
+    (sources, conversations), which this layer does not import."""
+    notebook = notebook_get(user=user, notebook_id=notebook_id, role=Role.OWNER)
+    names = (
+        Note.objects.filter(notebook=notebook, attachments__isnull=False)
+        .order_by("attachments__original_name")
+        .values_list("attachments__original_name", flat=True)
+    )
+    return {
+        "files": [str(name) for name in names[:FILES_NAMED]],
+        "file_count": names.count(),
+        "conversation_count": Notebook.objects.filter(pk=notebook.pk).aggregate(
+            n=Count("conversations")
+        )["n"],
+        "member_count": NotebookMembership.objects.filter(notebook=notebook).count(),
+    }

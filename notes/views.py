@@ -48,12 +48,10 @@ def notebook_list(request: AuthenticatedHttpRequest) -> HttpResponse:
         except ValidationError as exc:
             form.add_error(None, exc)
         else:
-            if not request.htmx:
-                return redirect("workspace:page", notebook_id=notebook.pk)
-            messages.success(
-                request, gettext("Created the notebook “%(title)s”.") % {"title": notebook.title}
-            )
-            form = NotebookForm()
+            # A new notebook opens at once (it is empty: adding sources is what comes next).
+            if request.htmx:
+                return HttpResponseClientRedirect(reverse("workspace:page", args=[notebook.pk]))
+            return redirect("workspace:page", notebook_id=notebook.pk)
     notebooks = list(selectors.notebook_list(user=request.user).select_related("owner"))
     context = {
         "form": form,
@@ -103,9 +101,12 @@ def notebook_delete(request: AuthenticatedHttpRequest, notebook_id: int) -> Http
             return HttpResponseClientRedirect(reverse("notes:notebook_list"))
         return redirect("notes:notebook_list")
     trashed = selectors.note_list(user=request.user, notebook_id=notebook_id, trashed=True).count()
-    return render(
-        request, "notes/notebook_delete.html", {"notebook": notebook, "trashed_count": trashed}
-    )
+    context = {
+        "notebook": notebook,
+        "trashed_count": trashed,
+        "contents": selectors.notebook_contents(user=request.user, notebook_id=notebook_id),
+    }
+    return render(request, "notes/notebook_delete.html", context)
 
 
 def _notebook_notes_context(

@@ -69,6 +69,8 @@ def test_an_html_file_becomes_a_source_cited_by_its_section(alice, alice_client,
     assert hits
     assert hits[0].chunk is not None
     assert hits[0].chunk.attachment_id == attachment.pk
+    found = alice_client.get("/search/", {"q": "grey herons nest", "mode": "lexical"})
+    assert '<span class="hit-page">Nesting</span>' in found.content.decode()
 
     conversation = chat_services.conversation_create(owner=alice, notebook=notebook)
     _, pending = chat_services.message_ask(

@@ -9,6 +9,7 @@ from django.core.management import call_command
 from django.test import Client
 
 from notes import services as note_services
+from tests.factories import NotebookFactory, NoteFactory
 
 
 def _page(client: Client, url: str, language: str) -> str:
@@ -63,14 +64,16 @@ def test_english_stays_the_default(alice, alice_client):
 
 
 def test_messages_from_python_are_translated(alice, alice_client):
+    notebook = NotebookFactory.create(owner=alice, title="Lektüre")
+    note = NoteFactory.create(notebook=notebook, author=alice, title="Kapitel 1")
     response = alice_client.post(
-        "/",
-        {"title": "Lektüre", "description": ""},
+        f"/notes/{note.pk}/trash/",
+        {"from": "notebook"},
         HTTP_HX_REQUEST="true",
         HTTP_ACCEPT_LANGUAGE="de",
     )
     assert response.status_code == 200
-    assert "Das Notizbuch „Lektüre“ wurde angelegt." in response.content.decode()
+    assert "„Kapitel 1“ wurde in den Papierkorb verschoben." in response.content.decode()
 
 
 @pytest.mark.django_db

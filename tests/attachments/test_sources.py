@@ -62,11 +62,19 @@ def api_upload(client, note, name, data):
 PDF_BYTES = (EVAL_PDFS / "url.pdf").read_bytes()
 REFUSED = [
     ("setup.exe", b"MZ\x90\x00binary"),
-    ("report.docx", b"PK\x03\x04 a zip"),
-    ("page.html", b"<html><script>alert(1)</script></html>"),
     ("paper.pdf.exe", PDF_BYTES),  # a real PDF under a name we do not take
     ("README", b"no extension at all"),
 ]
+# Names of kinds we read (attachments.formats) over content that is not that kind.
+NOT_WHAT_THEY_SAY = [
+    ("report.docx", b"PK\x03\x04 a zip", "Word document"),
+    ("page.html", PDF_BYTES, "HTML page"),
+    ("talk.vtt", b"MZ\x90\x00binary", "WebVTT transcript"),
+]
+ACCEPTED = (
+    ".pdf, .md, .txt, .jpg, .jpeg, .png, .gif, .webp, .aac, .docx, .epub, .htm, .html, .m4a, "
+    ".mp3, .mp4a, .odt, .oga, .ogg, .opus, .pptx, .srt, .vtt, .wav, .xhtml, .xlsx"
+)
 
 
 @pytest.mark.parametrize(("name", "data"), REFUSED)
@@ -93,8 +101,33 @@ def test_other_extensions_are_refused_before_anything_is_stored(
         (error,) = response.json()["errors"]
         assert error["code"] == "file_type"
         text = error["detail"]
-    accepted = ".pdf, .md, .txt, .jpg, .jpeg, .png, .gif, .webp"
-    assert f"“{name}” cannot be added: only {accepted} files are accepted." in text
+    assert f"“{name}” cannot be added: only {ACCEPTED} files are accepted." in text
+    assert not NoteAttachment.objects.exists()
+    assert Note.objects.count() == notes_before
+    assert _stored_files() == []
+
+
+@pytest.mark.parametrize(("name", "data", "what"), NOT_WHAT_THEY_SAY)
+@pytest.mark.parametrize("where", ["page", "dropzone", "api"])
+def test_a_file_whose_content_is_not_its_kind_is_refused_before_anything_is_stored(
+    alice_client, alice_api, notebook, note, where, name, data, what
+):
+    notes_before = Note.objects.count()
+    if where == "page":
+        response = page_upload(alice_client, note, name, data)
+        assert response.status_code == 400
+        text = response.content.decode()
+    elif where == "dropzone":
+        response = dropzone_upload(alice_client, notebook, name, data)
+        assert response.status_code == 400
+        text = response.content.decode()
+    else:
+        response = api_upload(alice_api, note, name, data)
+        assert response.status_code == 422
+        (error,) = response.json()["errors"]
+        assert error["code"] == "file_type"
+        text = error["detail"]
+    assert f"“{name}” is not a real {what}: its content is something else." in text
     assert not NoteAttachment.objects.exists()
     assert Note.objects.count() == notes_before
     assert _stored_files() == []
@@ -280,9 +313,14 @@ def test_bob_cannot_add_text_to_alices_notebook(bob, notebook, note):
 
 
 def test_file_inputs_accept_what_the_allowlist_takes(alice_client, note):
+    ooxml = "application/vnd.openxmlformats-officedocument."
     accept = (
         "application/pdf,text/markdown,text/plain,image/jpeg,image/png,image/gif,image/webp,"
-        ".pdf,.md,.txt,.jpg,.jpeg,.png,.gif,.webp"
+        "text/html,text/vtt,application/x-subrip,audio/mpeg,audio/mp4,audio/wav,audio/ogg,"
+        f"{ooxml}wordprocessingml.document,{ooxml}presentationml.presentation,"
+        f"{ooxml}spreadsheetml.sheet,application/vnd.oasis.opendocument.text,"
+        "application/epub+zip,.pdf,.md,.txt,.jpg,.jpeg,.png,.gif,.webp,.aac,.docx,.epub,.htm,"
+        ".html,.m4a,.mp3,.mp4a,.odt,.oga,.ogg,.opus,.pptx,.srt,.vtt,.wav,.xhtml,.xlsx"
     )
     assert upload_accept() == accept
     html = alice_client.get(f"/notes/{note.pk}/").content.decode()

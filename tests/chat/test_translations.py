@@ -66,8 +66,8 @@ def test_the_workspace_follows_the_browsers_language(alice_client, notebook):
     assert '<html lang="de"' in german
     assert "Stell deine erste Frage." in german
     assert (
-        "<strong>Quellen hinzufügen</strong>: zieh PDFs, Bilder, Markdown- oder Textdateien "
-        "hierher, oder" in german
+        "<strong>Quellen hinzufügen</strong>: zieh Dateien hierher (PDF, Word, PowerPoint, "
+        "Excel, EPUB, HTML, Untertitel, Audio, Bilder, Markdown, Text), oder" in german
     )
     assert ">Erkunden</option>" in german  # the mode labels of the form
     assert "Ask your first question." not in german
@@ -77,8 +77,8 @@ def test_the_workspace_follows_the_browsers_language(alice_client, notebook):
     english = page(alice_client, url, "en-GB,en;q=0.9")
     assert "Ask your first question." in english
     assert (
-        "<strong>Add sources</strong>: drop PDFs, images, Markdown or text files here, or"
-        in english
+        "<strong>Add sources</strong>: drop files here (PDF, Word, PowerPoint, Excel, EPUB, "
+        "HTML, subtitles, audio, images, Markdown, text), or" in english
     )
 
 

@@ -199,7 +199,9 @@ def notebook_link_add(request: AuthenticatedHttpRequest, notebook_id: int) -> Ht
         return redirect(back)
     if fragment:
         context = {"attachment": attachment, "show_note": True}
-        return _fragments([render(request, SOURCE_ROW, context).content.decode()], status=201)
+        response = _fragments([render(request, SOURCE_ROW, context).content.decode()], status=201)
+        response["HX-Trigger"] = "sources-changed"  # the workspace's counts follow
+        return response
     messages.success(
         request, gettext("Added “%(name)s”. Fetching it now.") % {"name": attachment.original_name}
     )

@@ -83,6 +83,9 @@ class Note(models.Model):
     )
     title = models.CharField(max_length=200)
     body = models.TextField(blank=True)
+    # A note made from an uploaded Markdown or text file: that file's name ("" otherwise).
+    # Such a note is listed in the Sources pane too, as a source the chat can cite.
+    from_file = models.CharField(max_length=255, blank=True)
     trashed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

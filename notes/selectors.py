@@ -12,7 +12,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, TypedDict, cast
 
 from django.core.exceptions import PermissionDenied
-from django.db.models import Case, CharField, Count, OuterRef, Q, QuerySet, Subquery, Value, When
+from django.db.models import (
+    Case,
+    CharField,
+    Count,
+    IntegerField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Value,
+    When,
+)
+from django.db.models.functions import Coalesce, Lower
 from django.shortcuts import get_object_or_404
 from django.utils.translation import gettext_lazy as _
 
@@ -54,6 +66,19 @@ def _with_role(notebooks: QuerySet[Notebook], *, user: User) -> QuerySet[Noteboo
     )
 
 
+# A note that only holds sources: made for a dropped file (a PDF, a page, a recording …) and
+# not written in. The Sources pane shows it as its sources; the Notes pane and the notebook's
+# note count leave it out until someone writes in it. (`attachments` is the reverse relation
+# of the sources' app above, read by name: this layer does not import it.)
+HOLDS_ONLY_SOURCES = Q(body="") & Q(attachments__isnull=False)
+
+
+def written_notes(notes: QuerySet[Note]) -> QuerySet[Note]:
+    """`notes` without those that only hold sources (HOLDS_ONLY_SOURCES)."""
+    holders = Note.objects.filter(HOLDS_ONLY_SOURCES).values("pk")
+    return notes.exclude(pk__in=holders)
+
+
 def visible_notes(*, user: User) -> QuerySet[Note]:
     """Every note (trashed or not) in a notebook the user may see; other apps scope through it."""
     return Note.objects.filter(notebook__in=_visible_notebooks(user=user))
@@ -61,9 +86,17 @@ def visible_notes(*, user: User) -> QuerySet[Note]:
 
 def notebook_list(*, user: User) -> QuerySet[WithAnnotations[Notebook, NotebookAnnotations]]:
     """The notebooks the user owns or is a member of, newest first, each with `note_count`
-    (notes not in the trash) and the user's `role` in it ("owner", "editor", "viewer")."""
+    (written notes not in the trash: a note that only holds a dropped file is counted as
+    that source, not as a note) and the user's `role` in it ("owner", "editor", "viewer")."""
+    written = (
+        written_notes(Note.objects.filter(notebook=OuterRef("pk"), trashed_at__isnull=True))
+        .order_by()
+        .values("notebook")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
     notebooks = _with_role(_visible_notebooks(user=user), user=user).annotate(
-        note_count=Count("notes", filter=Q(notes__trashed_at__isnull=True))
+        note_count=Coalesce(Subquery(written, output_field=IntegerField()), 0)
     )
     return cast("QuerySet[WithAnnotations[Notebook, NotebookAnnotations]]", notebooks)
 
@@ -118,14 +151,27 @@ def notebook_get(
     return notebook
 
 
-def note_list(*, user: User, notebook_id: int, trashed: bool = False) -> QuerySet[Note]:
-    """Notes of one visible notebook: the live ones, or with `trashed=True` the trash."""
+def note_list(
+    *, user: User, notebook_id: int, trashed: bool = False, written: bool = False
+) -> QuerySet[Note]:
+    """Notes of one visible notebook: the live ones, or with `trashed=True` the trash; with
+    `written=True` without those that only hold sources (what the Notes pane lists)."""
     notebook = notebook_get(user=user, notebook_id=notebook_id)
-    return (
-        Note.objects.filter(notebook=notebook, trashed_at__isnull=not trashed)
-        .select_related("notebook", "author", "last_edited_by")
-        .order_by("-trashed_at" if trashed else "-updated_at")
+    notes = Note.objects.filter(notebook=notebook, trashed_at__isnull=not trashed)
+    if written:
+        notes = written_notes(notes)
+    return notes.select_related("notebook", "author", "last_edited_by").order_by(
+        "-trashed_at" if trashed else "-updated_at"
     )
+
+
+def file_note_list(*, user: User, notebook_id: int) -> QuerySet[Note]:
+    """The live notes of one visible notebook made from uploaded Markdown or text files (the
+    Sources pane lists them beside the files), by title."""
+    notebook = notebook_get(user=user, notebook_id=notebook_id)
+    return Note.objects.filter(
+        notebook=notebook, trashed_at__isnull=True, from_file__gt=""
+    ).order_by(Lower("title"), "pk")
 
 
 def note_get(

@@ -97,15 +97,19 @@ def _touch(notebook: Notebook) -> None:
     Notebook.objects.filter(pk=notebook.pk).update(updated_at=timezone.now())
 
 
-def note_create(*, notebook: Notebook, author: User, title: str = "", body: str = "") -> Note:
-    """Create a note in `notebook`; a blank title becomes "Untitled note"."""
+def note_create(
+    *, notebook: Notebook, author: User, title: str = "", body: str = "", from_file: str = ""
+) -> Note:
+    """Create a note in `notebook`; a blank title becomes "Untitled note". `from_file` names
+    the uploaded text file the note was made from."""
     title = _clean_title(title, required=False, fallback=UNTITLED_NOTE)
     body = _clean_body(body)
     with transaction.atomic():
         _check_quota(author_id=author.pk, title=title, body=body)
         note = Note.objects.create(
-            notebook=notebook, author=author, last_edited_by=author, title=title, body=body
-        )
+            notebook=notebook, author=author, last_edited_by=author, title=title, body=body,
+            from_file=from_file[:255],
+        )  # fmt: skip
         _touch(notebook)
         _reindex(note)
     return note

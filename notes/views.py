@@ -114,7 +114,7 @@ def _notebook_notes_context(
 ) -> dict[str, object]:
     return {
         "notebook": selectors.notebook_get(user=request.user, notebook_id=notebook_id),
-        "notes": selectors.note_list(user=request.user, notebook_id=notebook_id),
+        "notes": selectors.note_list(user=request.user, notebook_id=notebook_id, written=True),
         "trashed_notes": selectors.note_list(
             user=request.user, notebook_id=notebook_id, trashed=True
         ),
@@ -209,7 +209,10 @@ def _preview_refusal(message: str) -> dict[str, SafeString]:
 def _after_note_action(request: AuthenticatedHttpRequest, notebook_id: int) -> HttpResponse:
     if request.htmx and request.POST.get("from") == "notebook":
         context = _notebook_notes_context(request, notebook_id)
-        return render(request, "notes/_notes_pane.html#notes", context)
+        response = render(request, "notes/_notes_pane.html#notes", context)
+        # A note made from a text file is listed under Sources too: that pane follows.
+        response["HX-Trigger"] = "sources-changed"
+        return response
     if request.htmx:
         return HttpResponseClientRedirect(reverse("workspace:page", args=[notebook_id]))
     return redirect("workspace:page", notebook_id=notebook_id)

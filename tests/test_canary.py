@@ -348,6 +348,8 @@ def assert_conversation_clean(world, conversation, alice_client, alice_api) -> N
     # The workspace with this conversation open, and every answer saved to a note.
     workspace = alice_client.get(f"/notebooks/{world.book.pk}/?c={conversation.pk}")
     assert_nothing_of_bobs(workspace.content.decode(), "the workspace")
+    state = alice_client.get(f"/notebooks/{world.book.pk}/sources-state/")
+    assert_nothing_of_bobs(state.content.decode(), "the workspace's live sources state")
     for message in conversation.messages.filter(role="assistant", status="complete"):
         form = alice_client.get(f"/chats/messages/{message.pk}/save/form/").content.decode()
         assert_nothing_of_bobs(form, "the save form")

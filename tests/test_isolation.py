@@ -34,6 +34,7 @@ pytestmark = pytest.mark.django_db
 OBJECT_PAGES = {
     "workspace:page": ("notebook", ["GET"]),
     "workspace:ask": ("notebook", ["POST"]),
+    "workspace:sources_state": ("notebook", ["GET"]),
     "chat:ask_pdf": ("attachment", ["POST"]),
     "notes:notebook_notes": ("notebook", ["GET"]),
     "attachments:notebook_upload": ("notebook", ["POST"]),

@@ -29,7 +29,7 @@ from core.ratelimit import RateLimited, too_many_requests
 from core.types import AuthenticatedHttpRequest
 from notes.forms import ShareForm
 from notes.models import Role
-from notes.selectors import membership_list, note_list, notebook_get
+from notes.selectors import file_note_list, membership_list, note_list, notebook_get
 
 PAGE = "workspace/workspace.html"
 
@@ -50,6 +50,30 @@ def _current(request: AuthenticatedHttpRequest, notebook_id: int) -> Conversatio
     return selectors.conversation_list(user=request.user, notebook_id=notebook_id).first()
 
 
+def _sources_context(request: AuthenticatedHttpRequest, notebook_id: int) -> dict[str, object]:
+    """What the Sources pane and the counts around it show: the files grouped by the note
+    holding them (`holder`: a note made for them and not written in, shown as its files
+    alone), the notes made from Markdown or text files, and the written notes."""
+    sources = list(notebook_sources(user=request.user, notebook_id=notebook_id))
+    groups: dict[int, dict[str, object]] = {}
+    for attachment in sources:
+        group = groups.setdefault(
+            attachment.note_id,
+            {"note": attachment.note, "holder": not attachment.note.body, "sources": []},
+        )
+        group["sources"].append(attachment)  # type: ignore[attr-defined]
+    file_notes = list(file_note_list(user=request.user, notebook_id=notebook_id))
+    notes = note_list(user=request.user, notebook_id=notebook_id, written=True)
+    return {
+        "source_groups": list(groups.values()),
+        "file_notes": file_notes,
+        "source_count": len(sources) + len(file_notes),
+        "notes": notes,
+        # The "Into" choice of the drop zone: every live note, those holding files included.
+        "note_choices": note_list(user=request.user, notebook_id=notebook_id),
+    }
+
+
 def _page(
     request: AuthenticatedHttpRequest,
     notebook_id: int,
@@ -66,21 +90,14 @@ def _page(
         answering.settle(conversation_id=conversation.pk)
         listed = selectors.message_list(user=request.user, conversation_id=conversation.pk)
         items = [present(m) for m in listed]
-    sources = list(notebook_sources(user=request.user, notebook_id=notebook.pk))
-    groups: dict[int, dict[str, object]] = {}
-    for attachment in sources:
-        group = groups.setdefault(attachment.note_id, {"note": attachment.note, "sources": []})
-        group["sources"].append(attachment)  # type: ignore[attr-defined]
     context = {
+        **_sources_context(request, notebook.pk),
         "notebook": notebook,
         "conversation": conversation,
         "conversations": selectors.conversation_list(user=request.user, notebook_id=notebook.pk),
         "items": items,
         "form": form or AskForm(),
         "live": any(item.in_progress for item in items),
-        "source_groups": list(groups.values()),
-        "source_count": len(sources),
-        "notes": note_list(user=request.user, notebook_id=notebook.pk),
         "trashed_notes": note_list(user=request.user, notebook_id=notebook.pk, trashed=True),
         "max_upload_mb": settings.MAX_UPLOAD_MB,
         "links_enabled": links_available(),
@@ -134,3 +151,19 @@ def workspace_ask(request: AuthenticatedHttpRequest, notebook_id: int) -> HttpRe
         else:
             return redirect(workspace_url(notebook.pk, conversation.pk) + f"#message-{answer.pk}")
     return _page(request, notebook.pk, form=form, status=400)
+
+
+@login_required
+@require_http_methods(["GET"])
+def sources_state(request: AuthenticatedHttpRequest, notebook_id: int) -> HttpResponse:
+    """The parts of the workspace that follow the sources as they arrive (no reload): the
+    counts on the pane and its tabs, the notes made from text files, the empty state, the
+    drop zone's "Into" choices (keeping `?note=`, the one chosen) and the chat's first hint.
+    Out-of-band fragments only (the page asks with hx-swap="none" on "sources-changed")."""
+    notebook = notebook_get(user=request.user, notebook_id=notebook_id)
+    context = {
+        **_sources_context(request, notebook.pk),
+        "notebook": notebook,
+        "chosen_note": parse_id(request.GET.get("note", "")),
+    }
+    return render(request, "workspace/_sources_state.html", context)

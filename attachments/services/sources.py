@@ -96,7 +96,9 @@ def text_source_add(*, user: User, notebook: Notebook, uploaded: UploadedFile[by
         if existing is not None:
             raise DuplicateText(existing, name=info.name)
         title = title_from_filename(info.name)[: settings.NOTE_TITLE_MAX]
-        return note_create(notebook=notebook, author=user, title=title, body=info.text)
+        return note_create(
+            notebook=notebook, author=user, title=title, body=info.text, from_file=info.name
+        )
 
 
 def source_add(

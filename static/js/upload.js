@@ -66,8 +66,10 @@
       if (xhr.getResponseHeader("X-Notebook-Fragment") === "attachment-rows") {
         replaceWithHtml(ui.row, xhr.responseText);
         // A dropped file may have made a note (a text file, or a PDF in a note of its own):
-        // the workspace's notes pane listens for this and refreshes itself.
+        // the workspace's notes pane, and its sources' counts and empty state, listen for
+        // these and refresh themselves.
         document.body.dispatchEvent(new CustomEvent("notes-changed"));
+        document.body.dispatchEvent(new CustomEvent("sources-changed"));
         return;
       }
       ui.row.classList.add("upload-error");

@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('notes', '0003_sharing'),
+        ("notes", "0003_sharing"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='note',
-            name='from_file',
+            model_name="note",
+            name="from_file",
             field=models.CharField(blank=True, max_length=255),
         ),
     ]

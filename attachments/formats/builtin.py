@@ -33,11 +33,8 @@ def _looks_like_html(path: Path) -> bool:
 
 
 def _read_html_file(path: Path) -> list[Unit]:
-    # not at import: trafilatura (lxml, justext, dateparser) loads in the worker, when a page
-    # is read, not in every web process at start-up
-    from attachments.formats.web import read_html
-
-    return read_html(path.read_bytes()).units
+    # trafilatura (lxml, justext, dateparser) parses the page in a capped child process
+    return office.read_html_page(path)[2]
 
 
 registry.register(

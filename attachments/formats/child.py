@@ -1,6 +1,7 @@
 """Child-process entry point: `python -m attachments.formats.child MODE PATH`.
 
-Reads one untrusted Office document or e-book (MODE: docx, odt, epub, pptx, xlsx) under the
+Reads one untrusted Office document, e-book or HTML page (MODE: docx, odt, epub, pptx, xlsx,
+html; for html an optional third argument, the page's address) under the
 same address-space limit as the PDF children (NOTEBOOK_CHILD_MEMORY_MB) and writes one JSON
 object per line to stdout: `{"number", "label", "text"}` per unit, and
 `{"notice": "cells_cut", …}` when a sheet was cut at the cell cap. The zip's central
@@ -28,10 +29,34 @@ from attachments.pdf.child import (
 )
 
 EXIT_REFUSED = 6
-MODES = ("docx", "odt", "epub", "pptx", "xlsx")
+MODES = ("docx", "odt", "epub", "pptx", "xlsx", "html")
 
 
-def _run(mode: str, path: str) -> int:
+def _read_html(path: str, url: str) -> int:
+    # web.read_html's messages go through Django's gettext: without the project's settings
+    # here (none are needed to read a page) they are its English msgids.
+    from django.conf import settings
+
+    if not settings.configured:
+        settings.configure(USE_I18N=False)
+    from attachments.formats import FormatError
+    from attachments.formats.web import read_html
+
+    try:
+        page = read_html(Path(path).read_bytes(), url=url or None)
+    except FormatError as exc:
+        _emit({"error": "unreadable", "message": str(exc)})
+        return EXIT_DAMAGED
+    _emit({"page": {"title": page.title, "date": page.date}})
+    for unit in page.units:
+        _emit({"number": unit.number, "label": unit.label, "text": unit.text,
+               "start_seconds": unit.start_seconds})  # fmt: skip
+    return 0
+
+
+def _run(mode: str, path: str, url: str = "") -> int:
+    if mode == "html":
+        return _read_html(path, url)
     refusal = sniff.check_zip(
         Path(path),
         max_members=int(os.environ.get("NOTEBOOK_FORMAT_MAX_MEMBERS", sniff.MAX_MEMBERS)),
@@ -77,10 +102,11 @@ def _parser_out_of_memory(exc: BaseException) -> bool:
 def main(argv: list[str]) -> int:
     _limit_memory()
     mode, path = argv[1], argv[2]
+    url = argv[3] if len(argv) > 3 else ""
     if mode not in MODES:
         raise SystemExit(f"unknown mode {mode}")
     try:
-        return _run(mode, path)
+        return _run(mode, path, url)
     except RecursionError:
         _emit({"error": "damaged", "message": "its structure is nested too deeply"})
         return EXIT_DAMAGED

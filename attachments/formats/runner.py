@@ -118,9 +118,15 @@ def read_document(path: Path, kind: str | None = None) -> Document:
         "OPENPYXL_DEFUSEDXML": "True",  # openpyxl parses through defusedxml when it is there
         "PYTHONDONTWRITEBYTECODE": "1",
     }
-    args = [sys.executable, "-m", "attachments.formats.child", kind, str(path)]
+    code, output = _run_child([kind, str(path)], env, limits["timeout"])
+    return _result(kind, code, output, int(limits["memory_mb"]))
+
+
+def _run_child(args: list[str], env: dict[str, str], timeout: float) -> tuple[int, bytes]:
+    """(exit code, stdout) of `python -m attachments.formats.child *args`, killed at
+    `timeout` seconds (FormatError) and never left behind."""
     proc = subprocess.Popen(  # noqa: S603 - fixed argv, our own module
-        args,
+        [sys.executable, "-m", "attachments.formats.child", *args],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -128,17 +134,60 @@ def read_document(path: Path, kind: str | None = None) -> Document:
         env=env,
     )
     try:
-        output, _stderr = proc.communicate(timeout=limits["timeout"])
+        output, _stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         raise FormatError(
             _("Reading this file took longer than %(seconds)s s, so it was stopped.")
-            % {"seconds": f"{limits['timeout']:g}"}
+            % {"seconds": f"{timeout:g}"}
         ) from None
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    return _result(kind, proc.returncode, output, int(limits["memory_mb"]))
+    return proc.returncode, output
+
+
+def read_html_page(path: Path, *, url: str | None = None) -> tuple[str, str | None, list[Unit]]:
+    """(title, publication date or None, units) of the HTML file at `path` (a dropped file, or
+    a page fetched from `url`), read by attachments.formats.web in a child process under the
+    same memory cap and deadline as Office files: a hostile page (a parser blow-up, a
+    pathological nesting) costs the child, never the worker. FormatError says why a page
+    gives nothing to read."""
+    limits = _limits()
+    env = {
+        **os.environ,
+        "NOTEBOOK_CHILD_MEMORY_MB": str(int(limits["memory_mb"])),
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    code, output = _run_child(["html", str(path), url or ""], env, limits["timeout"])
+    title, date, units, refusal = "", None, [], None
+    for raw in output.splitlines():
+        try:
+            record = json.loads(raw)
+        except ValueError:
+            continue  # a line cut short by a dying child
+        if "page" in record:
+            title, date = str(record["page"]["title"]), record["page"]["date"]
+        elif record.get("error") == "unreadable":
+            # web.read_html's own message, written in English by the child (which has no
+            # translations): its msgid, so it is translated here when it has no placeholders.
+            refusal = _(str(record["message"]))
+        elif "number" in record:
+            start = record.get("start_seconds")
+            units.append(
+                Unit(int(record["number"]), str(record["text"]), str(record["label"]),
+                     float(start) if start is not None else None)
+            )  # fmt: skip
+    if refusal is not None:
+        raise FormatError(refusal)
+    if code == EXIT_MEMORY or code < 0:
+        raise FormatError(
+            _("This page takes more memory to read than allowed (%(limit)s MB).")
+            % {"limit": int(limits["memory_mb"])}
+        )
+    if code != 0 or not units:
+        raise FormatError(_("This page is damaged or not HTML."))
+    return title, date, units
 
 
 def _result(kind: str, code: int, output: bytes, memory_mb: int) -> Document:

@@ -4,12 +4,16 @@ storing what was fetched as the source's file."""
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.files.base import ContentFile
 from django.db import transaction
 
 from attachments.formats import FormatError, Unit, registry
+from attachments.formats.runner import read_html_page
 from attachments.models import NoteAttachment
 from core.fetch import FetchRefused, fetch
 from core.quota import check_quota, lock_storage_of
@@ -24,15 +28,16 @@ def read_web_page(url: str) -> tuple[str, list[Unit], bytes, str]:
     """(title, units, the HTML fetched, ".html") of the page at `url`, fetched through
     core.fetch (public addresses only, every redirect checked, size and time capped, no
     cookies) and read by attachments.formats.web."""
-    # not at import: trafilatura loads in the worker, when a page is read
-    from attachments.formats.web import read_html
-
     try:
         fetched = fetch(url)
     except FetchRefused as exc:
         raise FormatError(str(exc)) from None
-    page = read_html(fetched.body, url=fetched.url)
-    return page.title, page.units, fetched.body, ".html"
+    # Parsed in a capped child process, like a dropped HTML file (attachments.formats.runner).
+    with tempfile.NamedTemporaryFile(suffix=".html") as page:
+        page.write(fetched.body)
+        page.flush()
+        title, _date, units = read_html_page(Path(page.name), url=fetched.url)
+    return title, units, fetched.body, ".html"
 
 
 def read_youtube(url: str) -> tuple[str, list[Unit], bytes, str]:

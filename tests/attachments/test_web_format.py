@@ -279,3 +279,41 @@ def test_a_billion_laughs_doctype_is_not_expanded(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert int(done.stdout.split()[-1]) < 5000
+
+
+# --- read in a capped child process (attachments.formats.runner.read_html_page) -------------
+
+CHILD_PAGE = (
+    b"<!doctype html><html><head><title>Pond life</title></head><body><article>"
+    b"<h1>Pond life</h1><p>Frogs lay their eggs in shallow water early in spring.</p>"
+    b"<h2>Newts</h2><p>Newts hunt for insect larvae among the weeds at night.</p>"
+    b"</article></body></html>"
+)
+
+
+def test_an_html_page_is_read_in_a_child_process(tmp_path, settings):
+    from attachments.formats.runner import read_html_page
+
+    path = tmp_path / "pond.html"
+    path.write_bytes(CHILD_PAGE)
+    title, _date, units = read_html_page(path, url="https://example.org/pond")
+    assert title == "Pond life"
+    assert [u.label for u in units] == ["Pond life", "Newts"]
+    assert "insect larvae" in units[1].text
+    # The child has the same deadline as an Office file's: past it, it is stopped.
+    settings.FORMAT_TIMEOUT = 0.01
+    with pytest.raises(FormatError, match="took longer than"):
+        read_html_page(path)
+
+
+def test_a_page_with_nothing_to_read_says_so_from_the_child(tmp_path, settings):
+    from attachments.formats.runner import read_html_page
+
+    path = tmp_path / "empty.html"
+    path.write_bytes(b"<!doctype html><html><body><nav><a href='/'>Home</a></nav></body></html>")
+    with pytest.raises(FormatError, match="no readable text"):
+        read_html_page(path)
+    settings.FORMAT_MEMORY_MB = 40  # too little for the reader to start: the child fails
+    path.write_bytes(CHILD_PAGE)
+    with pytest.raises(FormatError, match=r"more memory|damaged"):
+        read_html_page(path)

@@ -10,6 +10,7 @@ from ninja.files import UploadedFile
 
 from attachments import selectors, services
 from attachments.models import DocumentPage, NoteAttachment
+from attachments.naming import display_name
 from attachments.schemas import (
     AttachmentOut,
     LinkIn,
@@ -112,13 +113,14 @@ def retrieve_attachment(request: AuthenticatedHttpRequest, attachment_id: Id) ->
 
 @router.get("/attachments/{attachment_id}/file")
 def download_attachment(request: AuthenticatedHttpRequest, attachment_id: Id) -> FileResponse:
-    """The original file (PDF or image) as uploaded."""
+    """The original file as uploaded, under the user's file name (or the suggested one, when
+    they accepted it)."""
     attachment = selectors.attachment_get(user=request.user, attachment_id=attachment_id)
     response = FileResponse(
         attachment.file.open("rb"),
         content_type=attachment.media_type,
         as_attachment=True,
-        filename=download_name(attachment.original_name, attachment.extension),
+        filename=download_name(display_name(attachment), attachment.extension),
     )
     response["X-Content-Type-Options"] = "nosniff"
     return response

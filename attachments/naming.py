@@ -1,4 +1,4 @@
-"""The name a source is shown and downloaded under once it has a profile.
+"""The name a source is shown and downloaded under, and the name its profile suggests.
 
 The profile is intelligence's model (`intelligence.models.SourceProfile`), a layer above this
 one: it is read here through its reverse relation `attachment.profile`, never imported."""
@@ -48,16 +48,17 @@ def _slug(extracted: object, better_name: str, stem: str) -> str:
     return slug[:SLUG_MAX].strip("-") or "document"
 
 
-def display_name(attachment: NoteAttachment) -> str:
-    """`{DocType}-{yyyyMMdd}-{slug}-{shortId}.{ext}` from the source's profile; the original
-    file name while it has no ready profile. The date is the document's own when found,
-    else the upload's; the short id is the first 8 hex digits of the attachment's uuid."""
+def suggested_name(attachment: NoteAttachment) -> str:
+    """`{DocType}-{yyyyMMdd}-{slug}-{shortId}.{ext}` from the source's profile, or "" while it
+    has none whose type was recognised (`SourceProfile.recognised`: the owner's correction, or
+    a confident known type). The date is the document's own when found, else the upload's; the
+    short id is the first 8 hex digits of the attachment's uuid."""
     try:
         profile = attachment.profile
     except ObjectDoesNotExist:  # the relation's RelatedObjectDoesNotExist: it has none
-        return attachment.original_name
-    if profile.status != profile.Status.READY and not profile.edited:
-        return attachment.original_name
+        return ""
+    if not profile.recognised:
+        return ""
     label = TYPE_LABELS.get(profile.doc_type, "Other")
     day = profile.doc_date or (attachment.created_at.date() if attachment.created_at else None)
     date = day.strftime("%Y%m%d") if day else "00000000"
@@ -65,3 +66,14 @@ def display_name(attachment: NoteAttachment) -> str:
     slug = _slug(profile.extracted, profile.better_name, stem)
     short_id = attachment.uuid.hex[:8]
     return f"{label}-{date}-{slug}-{short_id}.{file_extension(attachment)}"
+
+
+def display_name(attachment: NoteAttachment) -> str:
+    """The name a source is shown and downloaded under: the user's own file name, unless they
+    accepted the suggested one (`SourceProfile.name_accepted`, an explicit action) and it is
+    still recognised."""
+    try:
+        accepted = attachment.profile.name_accepted
+    except ObjectDoesNotExist:
+        return attachment.original_name
+    return (suggested_name(attachment) if accepted else "") or attachment.original_name

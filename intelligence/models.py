@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
 from django.utils.translation import pgettext_lazy
 from pgvector.django import HnswIndex, VectorField
 
@@ -19,7 +20,9 @@ class SourceProfile(models.Model):
 
     `token` fences the runs like guides: every request bumps it, and a run writes only while
     the row still carries the token it was queued with. `edited` marks the owner's own
-    name/type/data: a regeneration keeps those and refreshes only the rest."""
+    name/type/data: a regeneration keeps those and refreshes only the rest. `name_accepted`
+    marks the owner's explicit choice of the suggested file name for downloads (until then a
+    source is shown and downloaded under the name it was uploaded with)."""
 
     class DocType(models.TextChoices):
         INVOICE = "invoice", pgettext_lazy("document type", "Invoice")
@@ -46,6 +49,7 @@ class SourceProfile(models.Model):
     doc_date = models.DateField(null=True, blank=True)
     extracted = models.JSONField(default=dict, blank=True)
     edited = models.BooleanField(default=False)
+    name_accepted = models.BooleanField(default=False)
     method = models.CharField(max_length=16, blank=True)  # "llm" | "offline"
     model = models.CharField(max_length=200, blank=True)  # the chat model, for "llm"
     canonical_text = models.TextField(blank=True)
@@ -82,3 +86,35 @@ class SourceProfile(models.Model):
     @property
     def is_active(self) -> bool:
         return self.status in (self.Status.PENDING, self.Status.PROCESSING)
+
+    @property
+    def recognised(self) -> bool:
+        """Whether the type, suggested name and data are worth showing: the owner's own
+        correction, or a ready profile of a known type (not Other) whose confidence reaches
+        PROFILE_MIN_CONFIDENCE. Otherwise nothing of the profile is shown."""
+        if self.edited:
+            return True
+        return (
+            self.status == self.Status.READY
+            and self.doc_type != self.DocType.OTHER
+            and self.confidence >= settings.PROFILE_MIN_CONFIDENCE
+        )
+
+
+def recognised_q(prefix: str = "") -> Q:
+    """`SourceProfile.recognised` as a filter; `prefix` reaches the profile from another model
+    ("profile__" from NoteAttachment)."""
+    edited = Q(**{f"{prefix}edited": True})
+    confident = Q(
+        **{
+            f"{prefix}status": SourceProfile.Status.READY,
+            f"{prefix}confidence__gte": settings.PROFILE_MIN_CONFIDENCE,
+        }
+    ) & ~Q(**{f"{prefix}doc_type": SourceProfile.DocType.OTHER})
+    return edited | confident
+
+
+def known_type_q(prefix: str = "") -> Q:
+    """Profiles shown with one of the known types (recognised, not Other): what a type filter
+    other than Other matches; Other matches every source outside it."""
+    return recognised_q(prefix) & ~Q(**{f"{prefix}doc_type": SourceProfile.DocType.OTHER})

@@ -14,6 +14,9 @@ class ProfileOut(Schema):
     better_name: str
     original_name: str
     display_name: str
+    recognised: bool
+    suggested_name: str
+    name_accepted: bool
     doc_date: date | None
     extracted: dict[str, Any]
     edited: bool
@@ -27,3 +30,4 @@ class ProfileIn(Schema):
     doc_type: str | None = None
     better_name: str | None = None
     extracted: dict[str, Any] | None = None
+    name_accepted: bool | None = None

@@ -292,3 +292,19 @@ def profile_edit(
         )
     profile.refresh_from_db()
     return profile
+
+
+def profile_name_accept(*, profile: SourceProfile, accepted: bool) -> SourceProfile:
+    """The owner's explicit choice: download and show the source under its suggested file name
+    (`accepted`), or under the name it was uploaded with again. A profile whose type was not
+    recognised has no suggested name to accept. The caller has checked the role."""
+    if accepted and not profile.recognised:
+        raise ValidationError(
+            gettext("This document's type was not recognised: there is no name to accept."),
+            code="name_accepted",
+        )
+    SourceProfile.objects.filter(pk=profile.pk).update(
+        name_accepted=accepted, updated_at=timezone.now()
+    )
+    profile.refresh_from_db()
+    return profile

@@ -9,4 +9,5 @@ app_name = "intelligence"
 urlpatterns = [
     path("sources/<int:attachment_id>/", views.source_view, name="source"),
     path("sources/<int:attachment_id>/profile/", views.profile_edit, name="edit"),
+    path("sources/<int:attachment_id>/name/", views.profile_name, name="name"),
 ]

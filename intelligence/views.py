@@ -10,11 +10,11 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
-from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext, gettext_lazy
 from django.views.decorators.http import require_http_methods
 
 from attachments.models import NoteAttachment
-from attachments.naming import display_name
+from attachments.naming import display_name, suggested_name
 from core.types import AuthenticatedHttpRequest
 from intelligence import selectors, services
 from intelligence.models import SourceProfile
@@ -56,19 +56,29 @@ def _rows(value: Any, prefix: str = "") -> list[tuple[str, str]]:
 
 def _context(attachment: NoteAttachment, form: ProfileForm | None = None) -> dict[str, Any]:
     profile = selectors.profile_of(attachment)
+    recognised = bool(profile and profile.recognised)
     if form is None and profile is not None:
+        # An unrecognised profile's guesses are not shown, not even as the form's defaults.
         form = ProfileForm(
             initial={
                 "doc_type": profile.doc_type,
                 "better_name": profile.better_name,
                 "extracted": json.dumps(profile.extracted, indent=2, ensure_ascii=False),
             }
+            if recognised
+            else {
+                "doc_type": SourceProfile.DocType.OTHER,
+                "better_name": attachment.original_name.rsplit(".", 1)[0],
+                "extracted": "{}",
+            }
         )
     return {
         "attachment": attachment,
         "profile": profile,
-        "rows": _rows(profile.extracted) if profile else [],
+        "recognised": recognised,
+        "rows": _rows(profile.extracted) if profile and recognised else [],
         "display_name": display_name(attachment),
+        "suggested_name": suggested_name(attachment),
         "is_image": getattr(attachment, "kind", "pdf") == "image",
         "form": form,
         "notebook": attachment.note.notebook,
@@ -107,3 +117,25 @@ def profile_edit(request: AuthenticatedHttpRequest, attachment_id: int) -> HttpR
         else:
             return redirect("intelligence:source", attachment_id=attachment.pk)
     return render(request, "intelligence/split.html", _context(attachment, form), status=400)
+
+
+@login_required
+@require_http_methods(["POST"])
+def profile_name(request: AuthenticatedHttpRequest, attachment_id: int) -> HttpResponse:
+    """Accept the suggested file name (`accept=1`) or go back to the uploaded one (`accept=0`):
+    an explicit choice; downloads keep the user's file name until it is made."""
+    attachment = selectors.source_get(
+        user=request.user, attachment_id=attachment_id, role=Role.EDITOR
+    )
+    profile = selectors.profile_of(attachment)
+    if profile is None:
+        raise Http404
+    choice = request.POST.get("accept")
+    try:
+        if choice not in ("0", "1"):
+            raise ValidationError(gettext("Choose whether to use the suggested name."))
+        services.profile_name_accept(profile=profile, accepted=choice == "1")
+    except ValidationError as exc:
+        context = {**_context(attachment), "name_error": " ".join(exc.messages)}
+        return render(request, "intelligence/split.html", context, status=400)
+    return redirect("intelligence:source", attachment_id=attachment.pk)

@@ -513,6 +513,12 @@ SEARCH_CONTEXT_WEIGHT = env_float("SEARCH_CONTEXT_WEIGHT", 0.75, minimum=0)
 # …and the turn before's words are one more lexical leg, this much of the question's own.
 SEARCH_CONTEXT_LEXICAL_WEIGHT = env_float("SEARCH_CONTEXT_LEXICAL_WEIGHT", 0.75, minimum=0)
 
+# A source's document type, suggested name and extracted data are shown (source row, split
+# view, search badges and type filters) only when the type was recognised with at least this
+# confidence (the chat model's own, or the offline classifier's margin over the runner-up:
+# intelligence/classifier.py); the owner's correction always shows.
+PROFILE_MIN_CONFIDENCE = env_float("PROFILE_MIN_CONFIDENCE", 0.7, minimum=0)
+
 # --- Chat: the answerer is the chat model on OPENAI_BASE_URL when CHAT_MODEL is set, else the
 # extractive answerer (offline, cites verbatim sentences).
 CHAT_MODEL = env_str("CHAT_MODEL")  # the chat model on OPENAI_BASE_URL

@@ -104,7 +104,8 @@ def _hit_out(hit: Hit, query: str) -> SearchHitOut:
 
 
 def _document_out(document: Any, query: str) -> DocumentHitOut:
-    attachment, profile, passage = document.attachment, document.profile, document.passage
+    # Nothing of a profile whose type was not recognised (SourceProfile.recognised) goes out.
+    attachment, profile, passage = document.attachment, document.recognised, document.passage
     return DocumentHitOut(
         attachment_id=attachment.pk,
         note_id=attachment.note_id,
@@ -112,6 +113,7 @@ def _document_out(document: Any, query: str) -> DocumentHitOut:
         notebook_id=attachment.note.notebook_id,
         file=attachment.original_name,
         display_name=document.display_name,
+        suggested_name=document.suggested_name,
         better_name=profile.better_name if profile else "",
         doc_type=document.doc_type,
         extracted=profile.extracted if profile else {},

@@ -17,9 +17,9 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from attachments.models import NoteAttachment
-from attachments.naming import display_name
+from attachments.naming import display_name, suggested_name
 from core import metrics, model_budget
-from intelligence.models import SourceProfile
+from intelligence.models import SourceProfile, recognised_q
 from search.doc_rerank import (
     CANDIDATE_CHARS,
     Candidate,
@@ -66,18 +66,33 @@ class DocumentHit:
             return None
 
     @property
+    def recognised(self) -> SourceProfile | None:
+        """The profile when its type was recognised (SourceProfile.recognised), else None:
+        nothing of an unrecognised profile is shown."""
+        profile = self.profile
+        return profile if profile and profile.recognised else None
+
+    @property
     def doc_type(self) -> str:
         profile = self.profile
-        return profile.doc_type if profile else ""
+        if profile is None:
+            return ""
+        return profile.doc_type if profile.recognised else SourceProfile.DocType.OTHER
 
     @property
     def doc_type_label(self) -> str:
-        profile = self.profile
-        return str(profile.get_doc_type_display()) if profile else ""
+        profile = self.recognised
+        if profile is None or profile.doc_type == SourceProfile.DocType.OTHER:
+            return ""
+        return str(profile.get_doc_type_display())
 
     @property
     def display_name(self) -> str:
         return display_name(self.attachment)
+
+    @property
+    def suggested_name(self) -> str:
+        return suggested_name(self.attachment)
 
 
 def profile_vector(
@@ -175,7 +190,7 @@ def search_documents(
     fused = rrf(legs, weights)
     if doc_type_hint and not scope.doc_type and fused:
         matching = SourceProfile.objects.filter(
-            attachment_id__in=list(fused), doc_type=doc_type_hint
+            recognised_q(), attachment_id__in=list(fused), doc_type=doc_type_hint
         ).values_list("attachment_id", flat=True)
         hinted = sorted(matching, key=lambda pk: -fused[pk])
         fused = rrf({**legs, "doc_type": [(pk, 1.0) for pk in hinted]}, weights)

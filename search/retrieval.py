@@ -25,6 +25,7 @@ from core import rerank as reranking
 from core.embeddings import EmbeddingError, get_embedder, warming_up
 from core.language import detect_language, segment_for_search
 from core.textutil import cjk_ratio
+from intelligence.models import known_type_q
 from notes.indexing import note_search_text
 from notes.models import Note, NoteVector
 from notes.selectors import visible_notes
@@ -143,8 +144,14 @@ def scoped_attachments(*, user: User, scope: Scope) -> tuple[str, tuple[Any, ...
     if wanted is not None:
         # An empty list means no files (pk__in=[] would make the ORM refuse to compile SQL).
         attachments = attachments.filter(pk__in=wanted or [-1])
-    if scope.doc_type:
-        attachments = attachments.filter(profile__doc_type=scope.doc_type)
+    # A type filter matches the types as shown: a confident (or the owner's) type; Other is
+    # every source without one.
+    if scope.doc_type == "other":
+        attachments = attachments.exclude(known_type_q("profile__"))
+    elif scope.doc_type:
+        attachments = attachments.filter(
+            known_type_q("profile__"), profile__doc_type=scope.doc_type
+        )
     return _sql(attachments.values("id", "search_config"))
 
 

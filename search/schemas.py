@@ -73,7 +73,13 @@ class DocumentHitOut(Schema):
     note_title: str
     notebook_id: int
     file: str = Field(description="The original file name.")
-    display_name: str = Field(description="{DocType}-{yyyyMMdd}-{slug}-{shortId}.{ext}")
+    display_name: str = Field(
+        description="the user's file name, or the suggested one once they accepted it"
+    )
+    suggested_name: str = Field(
+        description="{DocType}-{yyyyMMdd}-{slug}-{shortId}.{ext} when the type was recognised "
+        "with confidence, else empty"
+    )
     better_name: str
     doc_type: str = Field(description="invoice, receipt, flight_ticket, order_confirmation, other")
     extracted: dict[str, Any]

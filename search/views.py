@@ -23,6 +23,7 @@ from attachments.models import NoteAttachment
 from core.params import parse_id
 from core.ratelimit import RateLimited, rate_limit, too_many_requests, user_key
 from core.types import AuthenticatedHttpRequest
+from intelligence.selectors import doc_types_present
 from notes.selectors import note_get, notebook_get, notebook_list, visible_notes
 from search.any_language import search_any_language
 from search.retrieval import DEGRADED, MAX_QUERY_CHARS, Scope, SearchResult
@@ -150,6 +151,7 @@ def search_page(request: AuthenticatedHttpRequest, notebook_id: int | None = Non
         for document in (result.documents if result else [])
     ]
     info = result.info if result else {}
+    present = doc_types_present(user=user, notebook_id=notebook.pk if notebook else None)
     expansion = info.get("expansion") or {}
     stages = info.get("stages") or {}
     # "Search everything" (an empty result's tip): the same words and mode, no filters.
@@ -174,7 +176,8 @@ def search_page(request: AuthenticatedHttpRequest, notebook_id: int | None = Non
         else "",
         "budget_note": _budget_note(info),
         "stages_ms": {stage: round(s * 1000) for stage, s in stages.items()},
-        "doc_types": DOC_TYPES,
+        # A type is offered only when the user has sources of it (a chosen one stays listed).
+        "doc_types": [(v, label) for v, label in DOC_TYPES if v in present or v == doc_type],
         "doc_type_label": dict(DOC_TYPES).get(str((info.get("doc_type") or {}).get("value"))),
         "result": result,
         "latency_ms": round(result.total * 1000) if result else None,

@@ -200,7 +200,8 @@ def profile_of(attachment: NoteAttachment, name: str, extracted: dict[str, str])
     (embedding,) = get_embedder().embed([canonical])
     SourceProfile.objects.update_or_create(
         attachment=attachment,
-        defaults={"doc_type": "receipt", "better_name": name, "extracted": extracted,
+        defaults={"doc_type": "receipt", "confidence": 0.9, "better_name": name,
+                  "extracted": extracted,
                   "canonical_text": canonical, "embedding": embedding, "status": "ready",
                   "method": "offline"},
     )  # fmt: skip

@@ -83,6 +83,7 @@ OBJECT_PAGES = {
     "guides:notebook_guide": ("notebook", ["GET"]),
     "intelligence:source": ("attachment", ["GET"]),
     "intelligence:edit": ("attachment", ["POST"]),
+    "intelligence:name": ("attachment", ["POST"]),
     "exports:notebook": ("notebook", ["GET"]),
     "exports:conversation": ("conversation", ["GET"]),
 }
@@ -193,6 +194,7 @@ def _bobs_data_untouched(ids: dict[str, int]) -> None:
         False,
     )
     assert profile.extracted == {"merchant": "Bob's shop"}  # not edited through a page or the API
+    assert not profile.name_accepted  # nor his file's name chosen
 
     # His notebook's members: none added, removed, changed or made owner.
     from notes.models import NotebookMembership

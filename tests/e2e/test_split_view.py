@@ -72,7 +72,8 @@ def test_a_found_invoice_opens_in_the_split_view(
     assert split.get_by_test_id("extracted").locator("dt").count() >= 3
     # The parties without their labels or VAT numbers: the vendor names the file too.
     expect(split.get_by_test_id("extracted")).to_contain_text("Northwind Traders AS")
-    expect(split.get_by_test_id("display-name")).to_contain_text("-acme-consulting-ltd-")
+    expect(split.get_by_test_id("suggested-name")).to_contain_text("-acme-consulting-ltd-")
+    expect(split.get_by_test_id("display-name")).to_have_text(name)  # until accepted
     assert_page_drawn(page.get_by_test_id("pdf-viewer"), 1)
     shoot(page, "split-view-1366")
     # The document takes the left half of the screen, not a side panel beside a shrunk page.
@@ -85,4 +86,8 @@ def test_a_found_invoice_opens_in_the_split_view(
         extracted.scroll_into_view_if_needed()
         expect(extracted).to_be_in_viewport()
     shoot(page, "split-view-390")
+    # Accepting the suggested name is an explicit action; the file is then shown under it.
+    split.get_by_test_id("name-accept").click()
+    expect(page.get_by_test_id("display-name")).to_contain_text("-acme-consulting-ltd-")
+    expect(page.get_by_test_id("name-revert")).to_be_visible()
     assert js_errors == []

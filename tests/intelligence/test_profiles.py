@@ -9,7 +9,7 @@ import json
 import pytest
 from django.utils import timezone
 
-from attachments.naming import display_name
+from attachments.naming import display_name, suggested_name
 from attachments.services import attachment_reprocess
 from core.breakers import breaker
 from core.llm import forget_servers
@@ -100,7 +100,8 @@ def test_ingestion_requests_a_profile_and_the_task_builds_it_offline(invoice, ca
         print(f"\nprofile timings (offline, one-page invoice PDF): {profile.timings}")
     short = invoice.uuid.hex[:8]
     invoice.refresh_from_db()
-    assert display_name(invoice) == (f"Invoice-20260301-fjordline-consulting-as-{short}.pdf")
+    assert suggested_name(invoice) == (f"Invoice-20260301-fjordline-consulting-as-{short}.pdf")
+    assert display_name(invoice) == "scan_0042.pdf"  # until the owner accepts it
 
 
 def test_a_run_of_an_old_token_writes_nothing_and_a_rerun_is_idempotent(invoice):
@@ -136,8 +137,8 @@ def test_reuse_by_hash_and_reprocess_ask_for_a_profile(invoice, alice, invoice_p
     assert not profile_build(profile_id=profile.pk, token=profile.token)
 
 
-def test_download_uses_the_display_name(invoice, alice_client):
-    build(invoice)
+def test_download_uses_the_suggested_name_once_accepted(invoice, alice_client):
+    services.profile_name_accept(profile=build(invoice), accepted=True)
     response = alice_client.get(f"/attachments/{invoice.pk}/file/?download=1")
     assert response.status_code == 200
     assert "Invoice-20260301-fjordline-consulting-as-" in response["Content-Disposition"]
@@ -216,7 +217,8 @@ def test_profile_api_reads_and_patches(invoice, alice_api):
     got = alice_api.get(f"/api/attachments/{invoice.pk}/profile").json()
     assert got["doc_type"] == "invoice"
     assert got["original_name"] == "scan_0042.pdf"
-    assert got["display_name"].startswith("Invoice-20260301-")
+    assert got["suggested_name"].startswith("Invoice-20260301-")
+    assert got["display_name"] == "scan_0042.pdf"
     patched = alice_api.patch(
         f"/api/attachments/{invoice.pk}/profile",
         {"better_name": "Consulting invoice March"},
@@ -309,11 +311,12 @@ def test_display_name_falls_back_to_the_original_name(invoice):
     invoice.refresh_from_db()
     assert display_name(invoice) == "scan_0042.pdf"
     profile = SourceProfile.objects.create(
-        attachment=invoice, status="ready", doc_type="flight_ticket",
+        attachment=invoice, status="ready", doc_type="flight_ticket", confidence=0.9,
         better_name="Flight ticket OSL–BGO (SK4035) ærøskøbing", doc_date=timezone.now().date(),
     )  # fmt: skip
     invoice.refresh_from_db()
-    name = display_name(invoice)
+    assert display_name(invoice) == "scan_0042.pdf"  # not accepted
+    name = suggested_name(invoice)
     assert name.startswith(f"FlightTicket-{profile.doc_date:%Y%m%d}-osl-bgo-sk4035-")
     assert "aerosk" in name
     assert name.endswith(f"-{invoice.uuid.hex[:8]}.pdf")

@@ -273,7 +273,8 @@ def test_documents_mode_gives_one_hit_per_source_from_the_users_own(offline, ali
     top = body["documents"][0]
     assert top["doc_type"] == "receipt"
     assert top["better_name"] == "Rema 1000 grocery receipt"
-    assert top["display_name"].startswith("Receipt-")
+    assert top["suggested_name"].startswith("Receipt-")
+    assert top["display_name"] == profiled["receipt"].original_name  # not accepted
     assert top["similarity"] > 0.3
     assert top["rerank"] is None  # offline: no rerank
     assert "secret" not in str(body)
@@ -373,9 +374,11 @@ def test_the_page_shows_documents_with_name_type_and_scores(fake, alice_client, 
     assert 'class="card search-hit search-document"' in page
     assert f'src="/attachments/{profiled["receipt"].pk}/thumbnail/"' in page
     # The name opens the full-screen split view (document left, extracted data right).
-    assert f'<a class="hit-title" href="/sources/{profiled["receipt"].pk}/">Receipt-' in page
+    receipt = profiled["receipt"]
+    title = f'<a class="hit-title" href="/sources/{receipt.pk}/">{receipt.original_name}</a>'
+    assert title in page  # the user's file name: the suggested one was not accepted
     assert "Rema 1000 grocery receipt" in page
-    assert "Receipt-" in page  # the display name
+    assert '<span class="badge doc-type-badge">Receipt</span>' in page
     assert "rerank 0.96" in page
     assert "similarity " in page
     assert 'id="search-rerank-count"' in page

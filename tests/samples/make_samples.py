@@ -60,12 +60,38 @@ OTHER_PAGES = [
         "with a sharp blade just before it goes into the hot oven.",
     ),
 ]
+# long.pdf: LONG_PAGES pages of about 1,800 characters (three chunks each), for tests that need a
+# run to last a while (a worker killed mid-embedding).
+LONG_PAGES = 50
+_ANIMALS = ["heron", "otter", "kingfisher", "dragonfly", "water vole", "grass snake", "moorhen"]
+_PLACES = ["the weir", "the sluice gate", "the alder wood", "the reed bed", "the old mill"]
+_TIMES = ["at dawn", "before noon", "in the afternoon", "at dusk", "after midnight"]
+
+
+def long_pages() -> list[tuple[str, str, str]]:
+    pages = []
+    for n in range(1, LONG_PAGES + 1):
+        sentences = [
+            f"On survey day {n * 7 + i}, a {_ANIMALS[(n + i) % len(_ANIMALS)]} was seen near "
+            f"{_PLACES[(n * 3 + i) % len(_PLACES)]} {_TIMES[(n + 2 * i) % len(_TIMES)]}, and "
+            f"the observer counted {(n * 13 + i * 5) % 40 + 2} of them in total."
+            for i in range(14)
+        ]
+        pages.append((f"{n} Survey Day {n}", sentences[0], " ".join(sentences[1:])))
+    return pages
+
+
 # scanned.pdf: what its page images say (printed, then scanned: no text layer).
 SCANNED_PAGES = [
     ["Lighthouse Keeping Log", "The lamp was lit at seven", "and the fog horn sounded twice."],
     ["Second Night", "A fishing boat passed the rocks", "before midnight in calm weather."],
 ]
-PRINTED_LINES = ["Heron Millpond Survey", "The heron waited by the millpond", "until dusk on Tuesday."]
+# printed.png: a photo or screenshot of printed text (tests/fixtures/documents.py text_image).
+PRINTED_LINES = [
+    "Heron Millpond Survey",
+    "The heron waited by the millpond",
+    "until dusk on Tuesday.",
+]
 
 
 def _literal(text: str) -> str:
@@ -90,7 +116,7 @@ def _save(pdf: pikepdf.Pdf, *, compress: bool = False) -> bytes:
     return out.getvalue()
 
 
-def text_pdf(pages: list[tuple[str, str, str]], title: str) -> bytes:
+def text_pdf(pages: list[tuple[str, str, str]], title: str, *, compress: bool = False) -> bytes:
     """Pages with an 18 pt bold heading, 10 pt body text and the page number at the foot, in the
     standard PDF fonts (nothing embedded)."""
     pdf = pikepdf.new()
@@ -114,7 +140,7 @@ def text_pdf(pages: list[tuple[str, str, str]], title: str) -> bytes:
         ops += ["ET", "BT", "/F1 9 Tf", "300 40 Td", f"({number}) Tj", "ET"]
         page.Contents = pdf.make_stream("\n".join(ops).encode("cp1252"))
     pdf.docinfo = pdf.make_indirect(Dictionary(Title=pikepdf.String(title)))
-    return _save(pdf)
+    return _save(pdf, compress=compress)
 
 
 def page_image(
@@ -164,7 +190,8 @@ def broken_pdf(text: bytes) -> bytes:
 
 def printed_png() -> bytes:
     out = io.BytesIO()
-    page_image(PRINTED_LINES, size=(1000, 360), margin=30, step=100).convert("RGB").save(out, format="PNG")
+    image = page_image(PRINTED_LINES, size=(1000, 360), margin=30, step=100)
+    image.convert("RGB").save(out, format="PNG")
     return out.getvalue()
 
 
@@ -174,6 +201,7 @@ def samples() -> dict[str, bytes]:
     return {
         "text.pdf": text,
         "other.pdf": text_pdf(OTHER_PAGES, "Bread at Home"),
+        "long.pdf": text_pdf(long_pages(), "Survey Days", compress=True),
         "scanned.pdf": scanned_pdf(),
         "locked.pdf": locked_pdf(text),
         "broken.pdf": broken_pdf(text),

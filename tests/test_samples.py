@@ -16,7 +16,8 @@ def _made() -> dict[str, bytes]:
     assert spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.samples()
+    made: dict[str, bytes] = module.samples()
+    return made
 
 
 def _page_contents(pdf: pikepdf.Pdf) -> list[bytes]:

@@ -286,7 +286,7 @@ def test_ingestion_waits_for_an_open_embedding_circuit(alice, remote_embeddings)
             get_embedder().embed(["a passage"])
     sent = len(remote_embeddings.requests)
     note = NoteFactory.create(notebook=NotebookFactory.create(owner=alice))
-    attachment = ingest(upload(alice, note, "text.pdf"))
+    attachment = ingest(upload(alice, note, "url.pdf"))
     assert attachment.status == "pending"
     assert attachment.error.startswith("Will retry in 30 s: Embedding service skipped")
     assert attachment.chunks.exists()
@@ -441,7 +441,7 @@ def chat(settings):
 @pytest.fixture
 def conversation(alice):
     note = NoteFactory.create(notebook=NotebookFactory.create(owner=alice, title="LaTeX"))
-    attachment = ingest(upload(alice, note, "text.pdf"))
+    attachment = ingest(upload(alice, note, "url.pdf"))
     assert attachment.status == "ready", attachment.error
     return conversation_create(owner=alice, notebook=note.notebook)
 

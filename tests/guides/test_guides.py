@@ -41,7 +41,7 @@ def world(django_db_setup, django_db_blocker, tmp_path_factory):
         alice = UserFactory.create(username="alice")
         book = notebook_create(owner=alice, title="LaTeX")
         note = note_create(notebook=book, author=alice, title="URLs", body="")
-        pdf = ingest(upload(alice, note, "text.pdf"))
+        pdf = ingest(upload(alice, note, "url.pdf"))
         assert pdf.status == "ready", pdf.error
         try:
             yield SimpleNamespace(alice=alice, book=book, note=note, pdf=pdf)
@@ -283,7 +283,7 @@ def test_the_notebook_guide_is_written_over_its_ready_sources(world, settings):
     guide = write(services.guide_request_notebook(notebook_id=world.book.pk))
     assert guide.status == "ready"
     assert guide.title == "LaTeX"
-    assert guide.sources == [{"attachment_id": world.pdf.pk, "file": "text.pdf"}]
+    assert guide.sources == [{"attachment_id": world.pdf.pk, "file": "url.pdf"}]
     assert guide.summary
     assert guide.built_from == guide.wanted
     # Unchanged sources: asking again queues nothing.

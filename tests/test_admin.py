@@ -63,15 +63,15 @@ def test_attachment_admin_lists_filters_and_reprocesses(admin_client_logged_in, 
     from tests.fixtures.documents import upload
 
     note = NoteFactory.create(notebook=NotebookFactory.create(owner=alice))
-    attachment = upload(alice, note, "url.pdf")
+    attachment = upload(alice, note, "text.pdf")
     services.attachment_ingest(attachment_id=attachment.pk)
     client = admin_client_logged_in
     for url in (
         "/admin/attachments/noteattachment/?status__exact=ready",
-        "/admin/attachments/noteattachment/?q=url",
+        "/admin/attachments/noteattachment/?q=text",
         f"/admin/attachments/noteattachment/{attachment.pk}/change/",
         "/admin/attachments/documentpage/?is_ocr__exact=0",
-        "/admin/attachments/documentchunk/?q=hyperref",
+        "/admin/attachments/documentchunk/?q=kingfisher",
     ):
         assert client.get(url).status_code == 200, url
     chunk = attachment.chunks.first()

@@ -123,7 +123,7 @@ def alices_objects(alice) -> dict[str, int | str]:
 
     notebook = NotebookFactory.create(owner=alice, title="Alice's notebook")
     note = NoteFactory.create(notebook=notebook, title="Alice's note", body="Some *text*.")
-    attachment = upload(alice, note, "url.pdf")
+    attachment = upload(alice, note, "text.pdf")
     from attachments.thumbnails import thumbnail_make
 
     assert thumbnail_make(attachment=attachment) is not None  # so its thumbnail answers 200

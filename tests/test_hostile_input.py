@@ -59,7 +59,7 @@ def mine(alice) -> dict[str, int]:
     """One of each kind of object a route names, all Alice's, by kind."""
     notebook = notebook_create(owner=alice, title="Alice's")
     note = note_create(notebook=notebook, author=alice, title="Alice's note", body="hers")
-    attachment = upload(alice, note, "url-password-opensesame.pdf")
+    attachment = upload(alice, note, "locked.pdf")
     conversation = Conversation.objects.create(owner=alice, notebook=notebook, note=note)
     Message.objects.create(conversation=conversation, role="user", content="a question")
     answer = Message.objects.create(
@@ -294,9 +294,9 @@ OPERATIONS = sorted(api_operations())
 
 
 def _pdf() -> SimpleUploadedFile:
-    from tests.fixtures.documents import EVAL_PDFS
+    from tests.fixtures.documents import sample
 
-    return SimpleUploadedFile("mine.pdf", (EVAL_PDFS / "url.pdf").read_bytes(), "application/pdf")
+    return SimpleUploadedFile("mine.pdf", sample("text.pdf"), "application/pdf")
 
 
 def _integer(schema: dict[str, Any]) -> bool:

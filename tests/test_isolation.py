@@ -25,7 +25,7 @@ from notebook.api import api
 from notebook.asgi import application
 from notebook.routing import websocket_urlpatterns
 from notes.models import Note, Notebook
-from tests.fixtures.documents import EVAL_PDFS
+from tests.fixtures.documents import sample
 from tests.routes import VERBS, accepted_methods, api_operations, app_patterns
 
 pytestmark = pytest.mark.django_db
@@ -327,7 +327,7 @@ def test_lists_never_show_another_users_objects(alice_client, bobs_objects):
 def _pdf_upload():
     from django.core.files.uploadedfile import SimpleUploadedFile
 
-    return SimpleUploadedFile("mine.pdf", (EVAL_PDFS / "url.pdf").read_bytes(), "application/pdf")
+    return SimpleUploadedFile("mine.pdf", sample("text.pdf"), "application/pdf")
 
 
 API_WITH_IDS = {

@@ -161,9 +161,9 @@ def test_ingestion_stages_and_a_search_per_leg_are_recorded(staff_client, alice,
     legs = "notebook_search_duration_seconds_count"
     before = scrape(staff_client)
 
-    attachment = ingest(upload(alice, note, "url.pdf"))  # the worker's code, in this process
+    attachment = ingest(upload(alice, note, "text.pdf"))  # the worker's code, in this process
     assert attachment.status == "ready", attachment.error
-    search(user=alice, query="url line breaks", mode="hybrid")
+    search(user=alice, query="kingfisher weir", mode="hybrid")
 
     after = scrape(staff_client)
     for stage in ("extract", "ocr", "chunk", "embed", "thumbnail"):

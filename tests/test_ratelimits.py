@@ -25,7 +25,7 @@ from core import ratelimit
 from core.ratelimit import RateLimited, rate_limit, user_key
 from notebook.env import env_rate
 from tests.factories import NotebookFactory, NoteFactory
-from tests.fixtures.documents import EVAL_PDFS
+from tests.fixtures.documents import sample
 from tests.fixtures.sockets import ask_frame, cookies_of, socket
 
 pytestmark = pytest.mark.django_db
@@ -58,7 +58,7 @@ def client_of(user) -> Client:
 
 
 def pdf(name: str) -> SimpleUploadedFile:
-    return SimpleUploadedFile(name, (EVAL_PDFS / name).read_bytes(), "application/pdf")
+    return SimpleUploadedFile(name, sample(name), "application/pdf")
 
 
 def assert_retry_after(response) -> None:
@@ -193,8 +193,8 @@ def test_uploads_count_files_and_a_refused_batch_stores_and_spends_nothing(
     note = NoteFactory.create(notebook=NotebookFactory.create(owner=alice), author=alice)
     url = f"/notes/{note.pk}/attachments/"
     xhr = {"X-Upload": "1"}
-    assert alice_client.post(url, {"files": [pdf("url.pdf")]}, headers=xhr).status_code == 201
-    two = {"files": [pdf("natbib-truncated.pdf"), pdf("R-data.pdf")]}
+    assert alice_client.post(url, {"files": [pdf("text.pdf")]}, headers=xhr).status_code == 201
+    two = {"files": [pdf("broken.pdf"), pdf("other.pdf")]}
     refused = alice_client.post(url, two, headers=xhr)
     assert refused.status_code == 429
     assert_retry_after(refused)
@@ -202,8 +202,8 @@ def test_uploads_count_files_and_a_refused_batch_stores_and_spends_nothing(
     assert UPLOAD_REFUSAL in refused.content.decode()
     assert NoteAttachment.objects.count() == 1
     # The refusal spent nothing: one file still fits, and then the plain form is refused too.
-    assert alice_client.post(url, {"files": [pdf("R-data.pdf")]}, headers=xhr).status_code == 201
-    page = alice_client.post(url, {"files": [pdf("natbib-truncated.pdf")]})
+    assert alice_client.post(url, {"files": [pdf("other.pdf")]}, headers=xhr).status_code == 201
+    page = alice_client.post(url, {"files": [pdf("broken.pdf")]})
     assert page.status_code == 429
     assert UPLOAD_REFUSAL in page.content.decode()
     assert f'href="/notes/{note.pk}/"' in page.content.decode()
@@ -211,20 +211,20 @@ def test_uploads_count_files_and_a_refused_batch_stores_and_spends_nothing(
 
     bobs = NoteFactory.create(notebook=NotebookFactory.create(owner=bob), author=bob)
     bob_client = client_of(bob)
-    answer = bob_client.post(f"/notes/{bobs.pk}/attachments/", {"files": [pdf("url.pdf")]})
+    answer = bob_client.post(f"/notes/{bobs.pk}/attachments/", {"files": [pdf("text.pdf")]})
     assert answer.status_code == 302
     assert NoteAttachment.objects.filter(uploaded_by=bob).count() == 1
 
 
 def test_the_upload_api_answers_429_json_and_stores_nothing(alice_api, alice):
     note = NoteFactory.create(notebook=NotebookFactory.create(owner=alice), author=alice)
-    files = [pdf("url.pdf"), pdf("natbib-truncated.pdf"), pdf("R-data.pdf")]
+    files = [pdf("text.pdf"), pdf("broken.pdf"), pdf("other.pdf")]
     refused = alice_api.post(f"/api/notes/{note.pk}/attachments", {"files": files})
     assert refused.status_code == 429
     assert_retry_after(refused)
     assert refused.json()["detail"].startswith(UPLOAD_REFUSAL)
     assert not NoteAttachment.objects.exists()
-    two = [pdf("url.pdf"), pdf("natbib-truncated.pdf")]
+    two = [pdf("text.pdf"), pdf("broken.pdf")]
     ok = alice_api.post(f"/api/notes/{note.pk}/attachments", {"files": two})
     assert ok.status_code == 201
 

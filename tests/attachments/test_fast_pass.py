@@ -18,7 +18,7 @@ from attachments.pdf.extract import PdfError
 from attachments.services import ingestion
 from search.retrieval import Scope, search
 from tests.factories import NotebookFactory, NoteFactory
-from tests.fixtures.documents import upload
+from tests.fixtures.documents import SAMPLE_PASSWORD, eval_pdf, upload
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
@@ -59,18 +59,18 @@ def _between_passes(monkeypatch, check) -> dict[str, Any]:
 def test_keyword_search_finds_the_file_after_the_first_pass_quoting_its_page(
     alice, bob, note, monkeypatch
 ):
-    attachment = upload(alice, note, "url.pdf")
+    attachment = upload(alice, note, "text.pdf")
 
     def check():
         row = NoteAttachment.objects.get(pk=attachment.pk)
         found = {
-            mode: search(user=alice, query="urldef", scope=Scope(note_id=note.pk), mode=mode)
+            mode: search(user=alice, query="kingfisher", scope=Scope(note_id=note.pk), mode=mode)
             for mode in ("lexical", "hybrid")
         }
         for result in found.values():
             for hit in result.hits:
                 _assert_verbatim(hit)  # while the first pass's pages are there
-        others = search(user=bob, query="urldef", mode="lexical")
+        others = search(user=bob, query="kingfisher", mode="lexical")
         return row, found, others, list(DocumentChunk.objects.filter(attachment=attachment))
 
     seen = _between_passes(monkeypatch, check)
@@ -88,8 +88,8 @@ def test_keyword_search_finds_the_file_after_the_first_pass_quoting_its_page(
         assert result.hits, mode
         hit = result.hits[0]
         assert hit.chunk.attachment_id == attachment.pk
-        assert hit.chunk.page_number == 2  # where \urldef is explained
-        assert "urldef" in hit.chunk.content
+        assert hit.chunk.page_number == 2  # the kingfishers' page
+        assert "kingfisher" in hit.chunk.content
     assert not found["hybrid"].degraded_reason  # hybrid just ranks them by their words
     assert others.hits == []  # another user never sees them
 
@@ -105,7 +105,9 @@ def test_keyword_search_finds_the_file_after_the_first_pass_quoting_its_page(
     # the posting lists are the structured chunks' only
     ids = {i for p in PostingList.objects.filter(attachment=attachment) for i in p.chunk_ids}
     assert ids <= {c.pk for c in final}
-    hit = search(user=alice, query="urldef", scope=Scope(note_id=note.pk), mode="lexical").hits[0]
+    hit = search(user=alice, query="kingfisher", scope=Scope(note_id=note.pk), mode="lexical").hits[
+        0
+    ]
     assert hit.chunk is not None
     assert hit.chunk.page_number == 2
     _assert_verbatim(hit)
@@ -113,11 +115,11 @@ def test_keyword_search_finds_the_file_after_the_first_pass_quoting_its_page(
 
 def test_the_structured_pass_ends_with_what_it_made_without_a_first_pass(alice, note, monkeypatch):
     """Same chunks, pages and posting lists as a run whose first pass found nothing."""
-    with_fast = upload(alice, note, "url.pdf")
+    with_fast = upload(alice, note, "text.pdf")
     services.attachment_ingest(attachment_id=with_fast.pk)
 
     other = NoteFactory.create(notebook=note.notebook)
-    without = upload(alice, other, "url.pdf")
+    without = upload(alice, other, "text.pdf")
     NoteAttachment.objects.filter(pk=without.pk).update(sha256="0" * 64)  # no reuse by hash
 
     def no_fast_text(*args, **kwargs):
@@ -144,8 +146,9 @@ def test_the_structured_pass_ends_with_what_it_made_without_a_first_pass(alice, 
     assert with_fast.token_total == without.token_total
 
 
+@pytest.mark.eval  # (no sample in Chinese: the samples embed no CJK font)
 def test_chinese_is_segmented_by_the_first_pass_as_by_the_second(alice, bob, note):
-    attachment = upload(alice, note, "lshort-zh-cn.pdf")
+    attachment = upload(alice, note, "lshort-zh-cn.pdf", eval_pdf("lshort-zh-cn.pdf"))
     run = _processing(attachment)
     ingestion._fast_pass(run, ingestion._source(attachment))
 
@@ -168,7 +171,7 @@ def test_chinese_is_segmented_by_the_first_pass_as_by_the_second(alice, bob, not
 def test_a_file_deleted_or_superseded_during_the_first_pass_gets_nothing_written(
     alice, note, monkeypatch, how
 ):
-    attachment = upload(alice, note, "url.pdf")
+    attachment = upload(alice, note, "text.pdf")
     pk = attachment.pk
     real = extract.fast_text
 
@@ -199,15 +202,17 @@ def test_a_file_deleted_or_superseded_during_the_first_pass_gets_nothing_written
 def test_a_password_protected_pdf_gets_its_first_pass_with_the_password(
     alice, note, monkeypatch, django_capture_on_commit_callbacks
 ):
-    attachment = upload(alice, note, "url-password-opensesame.pdf")
+    attachment = upload(alice, note, "locked.pdf")
     assert attachment.status == "needs_password"
     with django_capture_on_commit_callbacks(execute=False):
         attachment = services.attachment_submit_password(
-            attachment=attachment, password="opensesame"
+            attachment=attachment, password=SAMPLE_PASSWORD
         )
 
     def check():
-        result = search(user=alice, query="urldef", scope=Scope(note_id=note.pk), mode="lexical")
+        result = search(
+            user=alice, query="kingfisher", scope=Scope(note_id=note.pk), mode="lexical"
+        )
         for hit in result.hits:
             _assert_verbatim(hit)
         return result
@@ -222,7 +227,7 @@ def test_a_password_protected_pdf_gets_its_first_pass_with_the_password(
 
 
 def test_a_scanned_pdf_gets_nothing_from_the_first_pass(alice, note):
-    attachment = upload(alice, note, "R-data-scanned-p1-4.pdf")
+    attachment = upload(alice, note, "scanned.pdf")
     run = _processing(attachment)
     ingestion._fast_pass(run, ingestion._source(attachment))
     attachment.refresh_from_db()
@@ -234,7 +239,7 @@ def test_a_scanned_pdf_gets_nothing_from_the_first_pass(alice, note):
 def test_the_row_and_the_api_say_searchable_by_keywords(
     alice, alice_client: Client, alice_api: Client, note
 ):
-    attachment = upload(alice, note, "url.pdf")
+    attachment = upload(alice, note, "text.pdf")
     run = _processing(attachment)
     ingestion._fast_pass(run, ingestion._source(attachment))
 

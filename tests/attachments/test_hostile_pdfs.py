@@ -125,7 +125,7 @@ FAILURES = {
     "many-pages.pdf": "The PDF has 10,000 pages; the limit is 2,000.",
     "huge-image.pdf": "Page 1 was not read by OCR because an image on it has 900 megapixels; "
     "the limit is 150 megapixels.",
-    "natbib-truncated.pdf": "The file is damaged or incomplete",
+    "broken.pdf": "The file is damaged or incomplete",
 }
 
 
@@ -174,14 +174,14 @@ def test_hostile_pdfs_fail_with_a_reason_once_and_spare_the_worker_and_other_use
         "self-pages.pdf": self_referencing_page_tree(),
         "many-pages.pdf": many_pages(),
         "huge-image.pdf": huge_image(),
-        "natbib-truncated.pdf": None,
+        "broken.pdf": None,
     }
     assert all(len(data) < 1_000_000 for data in files.values() if data)
     # Counted at upload under a higher limit (or not countable there): the worker's count
     # decides.
     settings.MAX_PDF_PAGES = 10_000
     hostile = {name: upload(alice, note, name, data) for name, data in files.items()}
-    normal = upload(bob, bob_note, "url.pdf")  # queued among them, read by the other worker
+    normal = upload(bob, bob_note, "text.pdf")  # queued among them, read by the other worker
     log = tmp_path / "worker.log"
     with run_worker(log, **LIMITS) as worker:
         wait_until_settled([*hostile.values(), normal], timeout=90)

@@ -24,7 +24,7 @@ from chat.rendering import sources
 from notes.models import Note
 from search.retrieval import Scope, search
 from tests.factories import NotebookFactory, NoteFactory
-from tests.fixtures.documents import EVAL_PDFS, ingest, text_image, upload
+from tests.fixtures.documents import ingest, sample, text_image, upload
 
 pytestmark = pytest.mark.django_db
 
@@ -180,7 +180,7 @@ def _bomb() -> bytes:
 
 REFUSED = [
     ("fake.png", b"\x89PNG\r\n\x1a\n but nothing of a PNG after the signature", "not_image"),
-    ("paper.png", (EVAL_PDFS / "url.pdf").read_bytes(), "not_image"),
+    ("paper.png", sample("text.pdf"), "not_image"),
     ("notes.jpg", b"just some text, not a picture\n" * 20, "not_image"),
     ("vector.webp", b'<svg xmlns="http://www.w3.org/2000/svg"></svg>', "not_image"),
     ("bomb.png", _bomb(), "too_many_pixels"),
@@ -286,7 +286,7 @@ def test_the_same_image_twice_on_a_note_is_a_duplicate_and_reused_by_hash(alice,
 def test_a_pdf_gets_a_first_page_thumbnail_and_old_ones_are_made_on_request(
     alice, alice_client, note
 ):
-    pdf = ingest(upload(alice, note, "url.pdf"))
+    pdf = ingest(upload(alice, note, "text.pdf"))
     assert pdf.status == "ready", pdf.error
     path = thumbnail_path(pdf)
     assert path.stat().st_size > 0
@@ -301,10 +301,10 @@ def test_a_pdf_gets_a_first_page_thumbnail_and_old_ones_are_made_on_request(
 
 
 def test_no_thumbnail_before_ready_or_when_none_can_be_made(alice, alice_client, note):
-    pending = upload(alice, note, "natbib.pdf")
+    pending = upload(alice, note, "other.pdf")
     assert alice_client.get(f"/attachments/{pending.pk}/thumbnail/").status_code == 404
     assert not thumbnail_path(pending).exists()
-    locked = ingest(upload(alice, note, "url-password-opensesame.pdf"))
+    locked = ingest(upload(alice, note, "locked.pdf"))
     NoteAttachment.objects.filter(pk=locked.pk).update(status="ready")  # as if read earlier
     assert alice_client.get(f"/attachments/{locked.pk}/thumbnail/").status_code == 404
     assert alice_client.get(f"/attachments/{locked.pk}/thumbnail/").status_code == 404  # cached

@@ -1,4 +1,5 @@
-"""The ingestion pipeline on the real eval PDFs, called as the worker calls it."""
+"""The ingestion pipeline on the samples (tests/samples/) and, marked `eval`, on every evaluation
+PDF, called as the worker calls it."""
 
 from __future__ import annotations
 
@@ -17,7 +18,13 @@ from intelligence.models import SourceProfile
 from notes.models import NoteVector
 from tests.factories import NotebookFactory, NoteFactory
 from tests.fake_openai import fake_openai_server
-from tests.fixtures.documents import EVAL_PDFS, assert_consistent, ingest, upload
+from tests.fixtures.documents import (
+    SAMPLE_PASSWORD,
+    assert_consistent,
+    eval_pdf,
+    ingest,
+    upload,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -51,11 +58,35 @@ EVAL = {
 }
 
 
+# The same for the samples: a text PDF with headings, and a scan.
+SAMPLES = {
+    "text.pdf": (3, "en", "english", 0, "kingfisher weir", 2),
+    "other.pdf": (2, "en", "english", 0, "sourdough", 1),
+    "scanned.pdf": (2, "en", "english", 2, "fishing boat", 2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+def test_every_sample_ingests(alice, note, name):
+    assert_ingests(ingest(upload(alice, note, name)), *SAMPLES[name])
+
+
+@pytest.mark.eval
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(EVAL))
 def test_every_eval_pdf_ingests(alice, note, name):
-    pages, language, config, ocr, query, page = EVAL[name]
-    attachment = ingest(upload(alice, note, name))
+    assert_ingests(ingest(upload(alice, note, name, eval_pdf(name))), *EVAL[name])
+
+
+def assert_ingests(
+    attachment: NoteAttachment,
+    pages: int,
+    language: str,
+    config: str,
+    ocr: int,
+    query: str,
+    page: int | None,
+) -> None:
     assert attachment.status == "ready", attachment.error
     assert (attachment.page_count, attachment.language, attachment.search_config) == (
         pages,
@@ -77,15 +108,15 @@ def test_every_eval_pdf_ingests(alice, note, name):
 
 
 def test_scanned_pages_are_ocrd_and_readable(alice, note):
-    attachment = ingest(upload(alice, note, "R-data-scanned-p1-4.pdf"))
+    attachment = ingest(upload(alice, note, "scanned.pdf"))
     first = attachment.pages.get(number=1)
     assert first.is_ocr
-    assert "R Data Import/Export" in first.text
-    assert attachment.pages.filter(is_ocr=True).count() == 4
+    assert "Lighthouse Keeping Log" in first.text
+    assert attachment.pages.filter(is_ocr=True).count() == 2
 
 
 def test_truncated_pdf_fails_with_a_reason(alice, note):
-    attachment = ingest(upload(alice, note, "natbib-truncated.pdf"))
+    attachment = ingest(upload(alice, note, "broken.pdf"))
     assert attachment.status == "failed"
     assert "damaged or incomplete" in attachment.error
     assert not attachment.pages.exists()
@@ -95,20 +126,18 @@ def test_truncated_pdf_fails_with_a_reason(alice, note):
 def test_password_flow_locks_after_three_wrong_attempts(
     alice, note, django_capture_on_commit_callbacks
 ):
-    # (Renamed: the eval file's own name contains the password.)
-    data = (EVAL_PDFS / "url-password-opensesame.pdf").read_bytes()
-    attachment = upload(alice, note, "locked.pdf", data)
+    attachment = upload(alice, note, "locked.pdf")
     for left in ("2 attempts left", "1 attempt left", "now locked"):
         with pytest.raises(ValidationError, match=left):
             services.attachment_submit_password(attachment=attachment, password="open sesame")
     attachment.refresh_from_db()
     assert attachment.is_locked
     with pytest.raises(ValidationError, match="Locked after 3 wrong passwords"):
-        services.attachment_submit_password(attachment=attachment, password="opensesame")
+        services.attachment_submit_password(attachment=attachment, password=SAMPLE_PASSWORD)
     services.attachment_unlock_reset(attachment=attachment)
     with django_capture_on_commit_callbacks(execute=True):
         attachment = services.attachment_submit_password(
-            attachment=attachment, password="opensesame"
+            attachment=attachment, password=SAMPLE_PASSWORD
         )
     assert attachment.status == "pending"
     assert services.unlocked_path(attachment).exists()
@@ -122,15 +151,15 @@ def test_password_flow_locks_after_three_wrong_attempts(
 
     attachment = ingest(attachment)
     assert attachment.status == "ready"
-    assert attachment.page_count == 6
+    assert attachment.page_count == 3
     assert not services.unlocked_path(attachment).exists()  # the decrypted copy is gone
     stored = str([list(model.objects.values()) for model in (NoteAttachment, OrmQ, Job)])
-    assert "opensesame" not in stored
-    assert keyword_hits(attachment, "hyperref")
+    assert SAMPLE_PASSWORD not in stored
+    assert keyword_hits(attachment, "kingfisher") == [2]
 
 
 def test_reprocessing_replaces_pages_and_chunks(alice, note):
-    attachment = ingest(upload(alice, note, "url.pdf"))
+    attachment = ingest(upload(alice, note, "text.pdf"))
     first_ids = set(attachment.chunks.values_list("pk", flat=True))
     attachment = ingest(services.attachment_reprocess(attachment=attachment))
     assert attachment.status == "ready"
@@ -140,7 +169,7 @@ def test_reprocessing_replaces_pages_and_chunks(alice, note):
 
 
 def test_a_run_that_lost_its_claim_writes_nothing(alice, note):
-    attachment = upload(alice, note, "url.pdf")
+    attachment = upload(alice, note, "text.pdf")
     NoteAttachment.objects.filter(pk=attachment.pk).update(status="processing", attempts=1)
     services.attachment_ingest(attachment_id=attachment.pk)  # not pending: must not run
     assert not attachment.chunks.exists()
@@ -148,7 +177,7 @@ def test_a_run_that_lost_its_claim_writes_nothing(alice, note):
 
 
 def test_delete_removes_rows_and_files(alice, note, django_capture_on_commit_callbacks):
-    attachment = ingest(upload(alice, note, "url.pdf"))
+    attachment = ingest(upload(alice, note, "text.pdf"))
     path = Path(attachment.file.path)
     with django_capture_on_commit_callbacks(execute=True):
         services.attachment_delete(attachment=attachment)
@@ -166,7 +195,7 @@ def test_deleting_the_note_or_notebook_removes_the_files_too(
     from attachments.thumbnails import thumbnail_for, thumbnail_path
     from notes import services as note_services
 
-    attachment = ingest(upload(alice, note, "url.pdf"))
+    attachment = ingest(upload(alice, note, "text.pdf"))
     thumbnail_for(attachment)
     paths = [Path(attachment.file.path), thumbnail_path(attachment)]
     assert all(p.exists() for p in paths)
@@ -195,7 +224,7 @@ def test_deleting_the_note_or_notebook_removes_the_files_too(
 
 
 def test_reaper_requeues_abandoned_runs_then_gives_up(alice, note, settings):
-    attachment = upload(alice, note, "url.pdf")
+    attachment = upload(alice, note, "text.pdf")
     stale = timezone.now() - timedelta(seconds=settings.INGEST_STALE_SECONDS + 5)
     NoteAttachment.objects.filter(pk=attachment.pk).update(
         status="processing", attempts=1, heartbeat_at=stale
@@ -215,7 +244,7 @@ def test_reaper_requeues_abandoned_runs_then_gives_up(alice, note, settings):
 
 
 def test_reaper_leaves_healthy_runs_alone(alice, note):
-    attachment = upload(alice, note, "url.pdf")
+    attachment = upload(alice, note, "text.pdf")
     NoteAttachment.objects.filter(pk=attachment.pk).update(
         status="processing", attempts=1, heartbeat_at=timezone.now()
     )
@@ -234,7 +263,7 @@ def remote_embeddings(settings):
 
 def test_remote_embeddings_survive_a_429(alice, note, remote_embeddings):
     remote_embeddings.script = [429, 429]
-    attachment = ingest(upload(alice, note, "url.pdf"))
+    attachment = ingest(upload(alice, note, "text.pdf"))
     assert attachment.status == "ready", attachment.error
     assert attachment.embedding_model == "fake-embed"
     assert remote_embeddings.requests[0]["auth"] == "Bearer sk-test"
@@ -247,7 +276,7 @@ def test_remote_embeddings_down_means_retry_later_then_fail(
     from core.models import Job
 
     remote_embeddings.always = 503
-    attachment = ingest(upload(alice, note, "url.pdf"))
+    attachment = ingest(upload(alice, note, "text.pdf"))
     assert attachment.status == "pending"
     assert attachment.error.startswith("Will retry in 30 s")
     (retry,) = Job.objects.filter(
@@ -268,7 +297,7 @@ def test_remote_embeddings_down_means_retry_later_then_fail(
 
 def test_remote_embeddings_refusing_the_key_fail_at_once(alice, note, remote_embeddings):
     remote_embeddings.always = 401
-    attachment = ingest(upload(alice, note, "url.pdf"))
+    attachment = ingest(upload(alice, note, "text.pdf"))
     assert attachment.status == "failed"
     assert "401" in attachment.error
     assert len(remote_embeddings.requests) == 1  # no retries for a permanent error
@@ -279,9 +308,9 @@ def test_reembed_command_resizes_vectors_for_a_new_model(alice, note, settings, 
 
     from attachments.management.commands.reembed import column_dimensions
 
-    attachment = ingest(upload(alice, note, "url.pdf"))
+    attachment = ingest(upload(alice, note, "text.pdf"))
     SourceProfile.objects.filter(attachment=attachment).update(
-        canonical_text="url.sty\nType: Other"
+        canonical_text="Wildlife of the Millpond\nType: Other"
     )
     with fake_openai_server(dims=16) as server:
         settings.EMBEDDING_BACKEND = "openai"
@@ -311,8 +340,8 @@ def test_reembed_command_resizes_vectors_for_a_new_model(alice, note, settings, 
 
 
 def test_a_parser_over_its_time_limit_fails_the_attachment_not_the_worker(alice, note, settings):
-    settings.EXTRACT_TIMEOUT = 0.1  # R-data needs about half a second
-    attachment = ingest(upload(alice, note, "R-data.pdf"))
+    settings.EXTRACT_TIMEOUT = 0.1  # less than a parser needs to start
+    attachment = ingest(upload(alice, note, "text.pdf"))
     assert attachment.status == "failed"
     assert "took longer than 0 seconds, so it was stopped" in attachment.error
     settings.EXTRACT_TIMEOUT = 300
@@ -321,6 +350,6 @@ def test_a_parser_over_its_time_limit_fails_the_attachment_not_the_worker(alice,
 
 def test_a_parser_over_its_memory_cap_fails_the_attachment(alice, note, settings):
     settings.EXTRACT_MEMORY_MB = 40  # less than the parser needs to start
-    attachment = ingest(upload(alice, note, "url.pdf"))
+    attachment = ingest(upload(alice, note, "text.pdf"))
     assert attachment.status == "failed"
     assert "more than 40 MB of memory" in attachment.error

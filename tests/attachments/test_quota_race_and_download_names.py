@@ -19,7 +19,7 @@ from attachments.models import NoteAttachment
 from attachments.services import attachment_upload
 from attachments.validation import MB, download_name
 from tests.factories import NotebookFactory, NoteFactory
-from tests.fixtures.documents import EVAL_PDFS, upload
+from tests.fixtures.documents import sample, upload
 
 UPLOADS = 5
 
@@ -96,7 +96,7 @@ def test_a_pdf_stored_under_another_extension_downloads_as_pdf(
     alice, alice_client, alice_api, name
 ):
     note = NoteFactory.create(notebook=NotebookFactory.create(owner=alice))
-    attachment = upload(alice, note, name, (EVAL_PDFS / "url.pdf").read_bytes())
+    attachment = upload(alice, note, name, sample("text.pdf"))
     assert attachment.original_name == name  # shown as the user named it
     responses = {
         "page, download": alice_client.get(f"/attachments/{attachment.pk}/file/?download=1"),

@@ -13,11 +13,12 @@ from attachments import services
 from attachments.models import NoteAttachment
 from tests.factories import NotebookFactory, NoteFactory
 from tests.fixtures.documents import (
-    EVAL_PDFS,
+    SAMPLE_PASSWORD,
     assert_consistent,
     ingest,
     one_page,
     pdf,
+    sample,
     stream,
     upload,
 )
@@ -56,7 +57,7 @@ def as_before_the_fix(attachment: NoteAttachment) -> None:
 
 
 def test_pages_keep_line_styles_and_running_heads(alice, note):
-    attachment = ingest(upload(alice, note, "url.pdf"))
+    attachment = ingest(upload(alice, note, "text.pdf"))
     for page in attachment.pages.all():
         assert page.lines
         assert all(size > 0 for _, _, size, _ in page.lines)
@@ -66,17 +67,17 @@ def test_pages_keep_line_styles_and_running_heads(alice, note):
 
 
 def test_reindex_rechunks_existing_files_and_a_second_run_changes_nothing(alice, note):
-    attachment = ingest(upload(alice, note, "url.pdf"))
+    attachment = ingest(upload(alice, note, "text.pdf"))
     fixed = chunk_spans(attachment)
     as_before_the_fix(attachment)
     assert chunk_spans(attachment) != fixed
 
     assert "0 attachment(s) to re-chunk" not in reindex("--dry-run")
-    assert attachment.pages.filter(running=[]).count() == 6  # a dry run writes nothing
+    assert attachment.pages.filter(running=[]).count() == 3  # a dry run writes nothing
 
     output = reindex()
-    assert f"url.pdf (#{attachment.pk}): changed" in output
-    assert "6 pages with line styles" in output  # read again from the PDF, once
+    assert f"text.pdf (#{attachment.pk}): changed" in output
+    assert "3 pages with line styles" in output  # read again from the PDF, once
     attachment.refresh_from_db()
     assert attachment.status == "ready"
     assert chunk_spans(attachment) == fixed
@@ -92,9 +93,9 @@ def test_reindex_rechunks_existing_files_and_a_second_run_changes_nothing(alice,
 
 
 def test_reindex_without_the_pdf_password_finds_heads_by_text_alone(alice, note):
-    data = (EVAL_PDFS / "url-password-opensesame.pdf").read_bytes()
+    data = sample("locked.pdf")
     attachment = upload(alice, note, "locked.pdf", data)
-    services.attachment_submit_password(attachment=attachment, password="opensesame")
+    services.attachment_submit_password(attachment=attachment, password=SAMPLE_PASSWORD)
     attachment = ingest(attachment)
     assert attachment.status == "ready"
     as_before_the_fix(attachment)
@@ -113,17 +114,17 @@ def test_reindex_without_the_pdf_password_finds_heads_by_text_alone(alice, note)
 
 
 def test_page_text_view_dims_running_heads_and_still_marks_quotes(alice_client, alice, note):
-    attachment = ingest(upload(alice, note, "url.pdf"))
+    attachment = ingest(upload(alice, note, "text.pdf"))
     url = f"/attachments/{attachment.pk}/pages/"
     html = alice_client.get(url).content.decode()
-    assert html.count('<span class="running-line" title=') == 6
+    assert html.count('<span class="running-line" title=') == 3
     assert 'citations">2</span>' in html
     assert 'are <span class="running-line">dimmed</span>' in html  # and the page says why
     text = attachment.pages.get(number=2).text
     quote = " ".join(text.split()[3:12])
     html = alice_client.get(url, {"page": 2, "quote": quote}).content.decode()
     assert '<mark id="quote">' in html
-    assert html.count('<span class="running-line" title=') == 6
+    assert html.count('<span class="running-line" title=') == 3
 
 
 # --- Glyph codes: a font without a Unicode map for some of its codes (TeX's symbol fonts), which

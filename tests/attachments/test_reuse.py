@@ -14,12 +14,12 @@ from guides.models import Guide
 from notes.services import note_delete, note_trash
 from search.retrieval import Hit, Scope, search
 from tests.factories import NotebookFactory, NoteFactory
-from tests.fixtures.documents import EVAL_PDFS, assert_consistent, upload
+from tests.fixtures.documents import assert_consistent, sample, upload
 
 pytestmark = pytest.mark.django_db
 
-PDF = "url.pdf"  # 6 pages: quick to ingest for real
-QUERY = "urldef"  # on its page 2
+PDF = "text.pdf"  # 3 pages: quick to ingest for real
+QUERY = "kingfisher"  # on its page 2
 
 
 def ingest(attachment: NoteAttachment) -> NoteAttachment:
@@ -121,11 +121,11 @@ def rows(attachment: NoteAttachment) -> dict[str, object]:
 
 @pytest.mark.slow
 def test_the_same_pdf_on_another_note_is_ready_without_extraction_or_embedding(alice, monkeypatch):
-    first = ingest(upload(alice, new_note(alice, title="First"), "R-data.pdf"))  # 41 pages
+    first = ingest(upload(alice, new_note(alice, title="First"), "other.pdf"))
     assert first.status == "ready", first.error
     calls = _refuse_pipeline(monkeypatch)
     second_note = new_note(alice, title="Second")
-    second = upload(alice, second_note, "R-data.pdf")
+    second = upload(alice, second_note, "other.pdf")
     assert second.status == "pending"
     second = ingest(second)
     assert calls == []
@@ -234,7 +234,7 @@ def test_a_source_still_processing_or_from_another_model_is_not_reused(alice, fi
 
 
 def test_changed_content_under_the_same_name_is_ingested_as_a_new_version(alice):
-    data = (EVAL_PDFS / PDF).read_bytes()
+    data = sample(PDF)
     ingest(upload(alice, new_note(alice), "paper.pdf", data))
     changed = data + b"\n% edited\n"  # other bytes, still the same readable PDF
     again = ingest(upload(alice, new_note(alice), "paper.pdf", changed))

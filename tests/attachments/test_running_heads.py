@@ -1,22 +1,26 @@
 """Running heads and footers stay out of chunks; footnotes and list items are no headings. On the
-real eval PDFs (real extraction) and on small made-up documents for the rules' edges."""
+real eval PDFs (real extraction; marked `eval`), on a sample and on small made-up documents for
+the rules' edges."""
 
 from __future__ import annotations
 
 import functools
 import re
 
+import pytest
+
 from attachments.chunking import Chunk, chunk_pages, classify_headings
 from attachments.pdf.extract import ExtractedPage, extract_text
 from attachments.pdf.layout import find_boilerplate, segments
-from tests.fixtures.documents import BODY, EVAL_PDFS, page, para
+from tests.fixtures.documents import BODY, EVAL_PDFS, SAMPLES, page, para
 
 HEAD_LINE = re.compile(r"^(Chapter \d+|Appendix [A-Z]|Kapitel \d+|Anhang [A-Z]): ", re.MULTILINE)
 
 
 @functools.cache
 def extracted(name: str) -> list[ExtractedPage]:
-    return extract_text(EVAL_PDFS / name).pages
+    """A sample's pages, or an evaluation PDF's (for the tests marked `eval`)."""
+    return extract_text(SAMPLES / name if (SAMPLES / name).exists() else EVAL_PDFS / name).pages
 
 
 def chunks_of(name: str) -> list[Chunk]:
@@ -60,6 +64,7 @@ def assert_outside_running_lines(name: str, chunks: list[Chunk]) -> None:
         assert not lost, (number, lost)
 
 
+@pytest.mark.eval
 def test_r_data_running_heads_and_page_numbers_stay_out_of_chunks():
     chunks = chunks_of("R-data.pdf")
     assert_outside_running_lines("R-data.pdf", chunks)
@@ -74,6 +79,7 @@ def test_r_data_running_heads_and_page_numbers_stay_out_of_chunks():
     assert opening.content.startswith("7 Connections")
 
 
+@pytest.mark.eval
 def test_r_intro_chunks_neither_start_with_nor_hold_running_heads():
     chunks = chunks_of("R-intro.pdf")
     assert_outside_running_lines("R-intro.pdf", chunks)
@@ -94,6 +100,7 @@ def test_r_intro_chunks_neither_start_with_nor_hold_running_heads():
     ]
 
 
+@pytest.mark.eval
 def test_footnotes_and_list_items_are_not_headings_but_numbered_headings_are():
     headings = headings_of("R-intro.pdf")
     everything = [h for page in headings.values() for h in page]
@@ -108,10 +115,16 @@ def test_footnotes_and_list_items_are_not_headings_but_numbered_headings_are():
 
 
 def test_a_short_document_loses_its_page_numbers_only():
-    assert running_texts("url.pdf") == {n: [str(n)] for n in range(1, 7)}
-    assert_outside_running_lines("url.pdf", chunks_of("url.pdf"))
+    assert running_texts("text.pdf") == {n: [str(n)] for n in range(1, 4)}
+    assert_outside_running_lines("text.pdf", chunks_of("text.pdf"))
+    assert headings_of("text.pdf") == {
+        1: ["1 Herons of the Millpond"],
+        2: ["2 Kingfishers along the Weir"],
+        3: ["3 Otters at the Sluice Gate"],
+    }
 
 
+@pytest.mark.eval
 def test_chinese_running_heads_go_and_chapter_titles_stay_headings():
     chunks = chunks_of("lshort-zh-cn.pdf")
     assert_outside_running_lines("lshort-zh-cn.pdf", chunks)
@@ -126,6 +139,7 @@ def test_chinese_running_heads_go_and_chapter_titles_stay_headings():
     assert "第三章 文档元素" not in later.content
 
 
+@pytest.mark.eval
 def test_german_running_heads_go_and_headings_stay():
     chunks = chunks_of("lilypond-essay.de.pdf")
     assert_outside_running_lines("lilypond-essay.de.pdf", chunks)

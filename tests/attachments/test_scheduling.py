@@ -83,9 +83,9 @@ def test_a_real_worker_does_not_make_one_user_wait_behind_anothers_batch(alice, 
     """Alice queues three files, then Bob one; one worker. First in, first out, Bob's would be
     last; taking turns, it is second."""
     alices = [upload(alice, NoteFactory.create(author=alice, notebook=NotebookFactory.create(
-        owner=alice)), "url.pdf") for _ in range(3)]  # fmt: skip
+        owner=alice)), "text.pdf") for _ in range(3)]  # fmt: skip
     bobs = upload(bob, NoteFactory.create(author=bob, notebook=NotebookFactory.create(owner=bob)),
-                  "url.pdf")  # fmt: skip
+                  "text.pdf")  # fmt: skip
     everything = [*alices, bobs]
     with run_worker():
         wait_until(

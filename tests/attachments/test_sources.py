@@ -14,7 +14,7 @@ from attachments.validation import normalise_text, text_sha256, upload_accept
 from notes.models import Note
 from search.retrieval import Scope, search
 from tests.factories import NotebookFactory, NoteFactory
-from tests.fixtures.documents import EVAL_PDFS
+from tests.fixtures.documents import sample
 
 pytestmark = pytest.mark.django_db
 
@@ -59,7 +59,7 @@ def api_upload(client, note, name, data):
     return client.post(f"/api/notes/{note.pk}/attachments", {"files": [_file(name, data)]})
 
 
-PDF_BYTES = (EVAL_PDFS / "url.pdf").read_bytes()
+PDF_BYTES = sample("text.pdf")
 REFUSED = [
     ("setup.exe", b"MZ\x90\x00binary"),
     ("paper.pdf.exe", PDF_BYTES),  # a real PDF under a name we do not take
@@ -136,13 +136,13 @@ def test_a_file_whose_content_is_not_its_kind_is_refused_before_anything_is_stor
 def test_a_refused_file_does_not_stop_the_others(alice_client, notebook):
     response = alice_client.post(
         f"/notebooks/{notebook.pk}/sources/",
-        {"files": [_file("a.exe", b"MZ"), _file("b.md", MARKDOWN), _file("url.pdf", PDF_BYTES)]},
+        {"files": [_file("a.exe", b"MZ"), _file("b.md", MARKDOWN), _file("text.pdf", PDF_BYTES)]},
         headers={"X-Upload": "1"},
     )
     assert response.status_code == 201
     assert "“a.exe” cannot be added" in response.content.decode()
     assert Note.objects.filter(notebook=notebook, title="b").exists()
-    assert NoteAttachment.objects.get().original_name == "url.pdf"
+    assert NoteAttachment.objects.get().original_name == "text.pdf"
 
 
 def test_a_plain_form_post_of_a_refused_file_says_why(alice_client, note):
@@ -294,7 +294,7 @@ def test_empty_or_too_long_text_is_refused(alice_client, notebook, settings, dat
 def test_a_trashed_note_takes_no_files_of_any_kind(alice_client, note):
     note.trashed_at = note.updated_at
     note.save()
-    for name, data in [("a.md", MARKDOWN), ("url.pdf", PDF_BYTES)]:
+    for name, data in [("a.md", MARKDOWN), ("text.pdf", PDF_BYTES)]:
         response = page_upload(alice_client, note, name, data)
         assert response.status_code == 400
         assert "Restore the note from the trash" in response.content.decode()

@@ -12,7 +12,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from attachments.models import NoteAttachment
 from attachments.validation import clean_filename
 from tests.factories import NotebookFactory, NoteFactory
-from tests.fixtures.documents import EVAL_PDFS, upload
+from tests.fixtures.documents import sample, upload
 
 pytestmark = pytest.mark.django_db
 
@@ -35,12 +35,12 @@ def _post(client, note, name: str, data: bytes, **headers):
 
 
 def test_upload_stores_the_file_under_note_and_uuid(alice_client, alice, note):
-    response = _post(alice_client, note, "R data.pdf", (EVAL_PDFS / "R-data.pdf").read_bytes())
+    response = _post(alice_client, note, "R data.pdf", sample("other.pdf"))
     assert response.status_code == 201
     attachment = NoteAttachment.objects.get()
     assert attachment.status == "pending"
     assert attachment.original_name == "R data.pdf"
-    assert attachment.page_count == 41
+    assert attachment.page_count == 2
     assert attachment.file.name == f"attachments/{note.pk}/{attachment.uuid}.pdf"
     assert _stored_files() == [Path(attachment.file.path)]
     assert f'id="attachment-{attachment.pk}"' in response.content.decode()
@@ -73,28 +73,28 @@ def test_oversized_upload_is_refused(alice_client, note, settings):
 
 
 def test_too_many_pages_is_refused(alice_client, note, settings):
-    settings.MAX_PDF_PAGES = 10
-    response = _post(alice_client, note, "R-data.pdf", (EVAL_PDFS / "R-data.pdf").read_bytes())
+    settings.MAX_PDF_PAGES = 2
+    response = _post(alice_client, note, "text.pdf", sample("text.pdf"))
     assert response.status_code == 400
-    assert "has 41 pages; the limit is 10" in response.content.decode()
+    assert "has 3 pages; the limit is 2" in response.content.decode()
     assert _stored_files() == []
 
 
 def test_quota_is_enforced_per_user(alice_client, alice, note, settings):
-    upload(alice, note, "url.pdf")
-    settings.USER_QUOTA_MB = 0.4  # url.pdf is 0.25 MB
-    response = _post(alice_client, note, "R-data.pdf", (EVAL_PDFS / "R-data.pdf").read_bytes())
+    upload(alice, note, "text.pdf")
+    settings.USER_QUOTA_MB = 0.004  # text.pdf is 3 KB, other.pdf 2 KB
+    response = _post(alice_client, note, "other.pdf", sample("other.pdf"))
     assert response.status_code == 400
     assert "does not fit in your storage" in response.content.decode()
     assert NoteAttachment.objects.count() == 1
 
 
 def test_duplicate_points_to_the_existing_attachment(alice_client, alice, note):
-    first = upload(alice, note, "url.pdf")
-    response = _post(alice_client, note, "copy of url.pdf", (EVAL_PDFS / "url.pdf").read_bytes())
+    first = upload(alice, note, "text.pdf")
+    response = _post(alice_client, note, "copy of text.pdf", sample("text.pdf"))
     assert response.status_code == 409
     body = response.content.decode()
-    assert "“url.pdf” is already attached to this note" in body
+    assert "“text.pdf” is already attached to this note" in body
     assert f'href="#attachment-{first.pk}"' in body
     assert NoteAttachment.objects.count() == 1
     assert len(_stored_files()) == 1
@@ -102,13 +102,13 @@ def test_duplicate_points_to_the_existing_attachment(alice_client, alice, note):
 
 def test_same_file_on_another_note_is_fine(alice, note):
     other = NoteFactory.create(notebook=note.notebook)
-    upload(alice, note, "url.pdf")
-    upload(alice, other, "url.pdf")
+    upload(alice, note, "text.pdf")
+    upload(alice, other, "text.pdf")
     assert NoteAttachment.objects.count() == 2
 
 
 def test_encrypted_pdf_waits_for_a_password(alice, note):
-    attachment = upload(alice, note, "url-password-opensesame.pdf")
+    attachment = upload(alice, note, "locked.pdf")
     assert attachment.status == "needs_password"
 
 
@@ -117,14 +117,14 @@ def test_several_files_without_js_redirect_with_messages(alice_client, note):
         f"/notes/{note.pk}/attachments/",
         {
             "files": [
-                SimpleUploadedFile("url.pdf", (EVAL_PDFS / "url.pdf").read_bytes()),
+                SimpleUploadedFile("text.pdf", sample("text.pdf")),
                 SimpleUploadedFile("fake.pdf", b"not a pdf at all"),
             ]
         },
         follow=True,
     )
     page = response.content.decode()
-    assert "Uploaded “url.pdf”" in page
+    assert "Uploaded “text.pdf”" in page
     assert "“fake.pdf” is not a PDF" in page
     assert NoteAttachment.objects.count() == 1
 
@@ -136,7 +136,7 @@ def test_uploading_to_a_trashed_note_is_refused(alice, note):
 
     note_trash(note=note)
     with pytest.raises(ValidationError):
-        upload(alice, note, "url.pdf")
+        upload(alice, note, "text.pdf")
 
 
 @pytest.mark.parametrize(
@@ -159,7 +159,7 @@ def test_clean_filename(raw, expected):
     ["../../etc/passwd.pdf", 'quote"s and\r\nCRLF.pdf', "Grüße 人工智能 “curly”.pdf"],
 )
 def test_download_header_is_safe_for_hostile_names(alice_client, alice, note, name):
-    attachment = upload(alice, note, name, (EVAL_PDFS / "url.pdf").read_bytes())
+    attachment = upload(alice, note, name, sample("text.pdf"))
     response = alice_client.get(f"/attachments/{attachment.pk}/file/")
     assert response.status_code == 200
     disposition = response["Content-Disposition"]

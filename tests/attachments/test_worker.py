@@ -23,7 +23,7 @@ def note(alice):
 
 
 def test_worker_processes_an_upload_end_to_end(alice, note):
-    attachment = upload(alice, note, "url.pdf")  # committed: enqueued on commit
+    attachment = upload(alice, note, "text.pdf")  # committed: enqueued on commit
     seen: list[str] = []
 
     def ready(a: NoteAttachment) -> bool:
@@ -38,7 +38,7 @@ def test_worker_processes_an_upload_end_to_end(alice, note):
 
 
 def test_killed_worker_run_is_reaped_and_finishes_with_one_set_of_chunks(alice, note, settings):
-    attachment = upload(alice, note, "R-data.pdf")
+    attachment = upload(alice, note, "long.pdf")  # 151 chunks: still embedding when killed
     # Small batches: several are committed before the kill, so the restart must cope with a
     # half-embedded set of chunks.
     with run_worker(EMBEDDING_BATCH_SIZE="4") as running:

@@ -231,6 +231,7 @@ def test_a_question_with_nothing_ready_to_search_is_refused(alice):
     assert not conversation.messages.exists()
 
 
+@pytest.mark.eval
 @pytest.mark.slow
 def test_evaluate_answers_runs_on_a_small_set(alice, tmp_path, capsys):
     pdfs = tmp_path / "pdfs"

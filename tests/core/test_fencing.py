@@ -82,14 +82,14 @@ def stale(settings):
 
 @pytest.fixture
 def ready(alice, note):
-    attachment = upload(alice, note, "R-intro.pdf")
+    attachment = upload(alice, note, "other.pdf")
     NoteAttachment.objects.filter(pk=attachment.pk).update(status="ready")
     return attachment
 
 
 def stuck_rows(alice, note, ready, stale) -> tuple[NoteAttachment, Guide, SourceProfile]:
     """One run of each kind that stopped reporting."""
-    ingesting = upload(alice, note, "url.pdf")
+    ingesting = upload(alice, note, "text.pdf")
     NoteAttachment.objects.filter(pk=ingesting.pk).update(
         status="processing", attempts=1, heartbeat_at=stale
     )
@@ -155,7 +155,7 @@ def test_a_kind_that_raises_does_not_stop_the_others(
 def test_a_lost_source_guide_waits_for_its_pdf_and_a_delayed_one_for_its_time(
     alice, note, ready, stale
 ):
-    processing = upload(alice, note, "url.pdf")
+    processing = upload(alice, note, "text.pdf")
     NoteAttachment.objects.filter(pk=processing.pk).update(status="processing")
     waiting = Guide.objects.create(
         kind=Guide.Kind.SOURCE, notebook=note.notebook, attachment=processing, requested_at=stale

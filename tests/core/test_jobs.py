@@ -161,7 +161,7 @@ def test_a_real_worker_runs_another_users_file_next_whatever_one_user_queued(ali
         for n in range(5)
     ]
     bobs = upload(
-        bob, NoteFactory.create(author=bob, notebook=NotebookFactory.create(owner=bob)), "url.pdf"
+        bob, NoteFactory.create(author=bob, notebook=NotebookFactory.create(owner=bob)), "text.pdf"
     )
 
     def embedded() -> int:

@@ -88,7 +88,7 @@ def test_guides_follow_their_sources_through_a_real_worker(alice, settings, tmp_
     env = {"GUIDE_NOTEBOOK_DELAY": "0"}  # … and in the worker (ready)
     notebook = NotebookFactory.create(owner=alice, title="LaTeX")
     note = NoteFactory.create(notebook=notebook)
-    first = upload(alice, note, "url.pdf")
+    first = upload(alice, note, "text.pdf")
     with run_worker(tmp_path / "worker.log", **env) as worker:
         guide = wait("the source guide", lambda: ready_guide(attachment=first), worker)
         assert isinstance(guide, Guide)
@@ -96,22 +96,22 @@ def test_guides_follow_their_sources_through_a_real_worker(alice, settings, tmp_
         assert_offline_source_guide(guide, first)
         book = wait("the notebook guide", lambda: ready_guide(kind="notebook"), worker)
         assert isinstance(book, Guide)
-        assert [s["file"] for s in book.sources] == ["url.pdf"]
+        assert [s["file"] for s in book.sources] == ["text.pdf"]
         assert book.summary
         assert book.outline
 
-        second = upload(alice, NoteFactory.create(notebook=notebook), "natbib.pdf")
+        second = upload(alice, NoteFactory.create(notebook=notebook), "other.pdf")
         book = wait(
             "the notebook guide over both PDFs",
             lambda: Guide.objects.filter(kind="notebook", status="ready",
-                                         sources__contains=[{"file": "natbib.pdf"}]).first(),
+                                         sources__contains=[{"file": "other.pdf"}]).first(),
             worker,
         )  # fmt: skip
         assert isinstance(book, Guide)
-        assert {s["file"] for s in book.sources} == {"url.pdf", "natbib.pdf"}
+        assert {s["file"] for s in book.sources} == {"text.pdf", "other.pdf"}
         assert {c["file"] for s in book.summary for c in s["citations"]} == {
-            "url.pdf", "natbib.pdf"}  # fmt: skip
-        assert {e["file"] for e in book.outline} == {"url.pdf", "natbib.pdf"}
+            "text.pdf", "other.pdf"}  # fmt: skip
+        assert {e["file"] for e in book.outline} == {"text.pdf", "other.pdf"}
 
         # Reprocess: the guide is asked for again and written from the new run.
         before = Guide.objects.get(attachment=first)
@@ -135,9 +135,9 @@ def test_guides_follow_their_sources_through_a_real_worker(alice, settings, tmp_
             "the notebook guide without the deleted PDF",
             lambda: Guide.objects.filter(kind="notebook", status="ready",
                                          sources=[{"attachment_id": first.pk,
-                                                   "file": "url.pdf"}]).first(),
+                                                   "file": "text.pdf"}]).first(),
             worker,
         )  # fmt: skip
         assert isinstance(book, Guide)
-        assert {c["file"] for s in book.summary for c in s["citations"]} == {"url.pdf"}
+        assert {c["file"] for s in book.summary for c in s["citations"]} == {"text.pdf"}
     assert not Guide.objects.filter(attachment_id=second_id).exists()

@@ -73,14 +73,14 @@ def test_an_edit_counts_what_it_adds_and_a_shorter_text_always_saves(alice, note
 
 def test_pdfs_and_notes_share_one_quota(alice, notebook, settings):
     note = NoteFactory.create(notebook=notebook, author=alice, body="")
-    pdf = upload(alice, note, "url.pdf")
+    pdf = upload(alice, note, "text.pdf")
     settings.USER_QUOTA_MB = 1
     room = 1024 * 1024 - pdf.size - len(note.title.encode())
     with pytest.raises(ValidationError):
         note_create(notebook=notebook, author=alice, title="", body="x" * room)
     note_update(note=note, body="x" * (room - 100))
     with pytest.raises(ValidationError) as refused:
-        upload(alice, NoteFactory.create(notebook=notebook, author=alice), "url.pdf")
+        upload(alice, NoteFactory.create(notebook=notebook, author=alice), "text.pdf")
     assert refused.value.code == "quota"
 
 
@@ -174,7 +174,7 @@ def test_reprocessing_beyond_the_limit_is_refused_on_the_page_and_in_the_api(
     alice, alice_client, alice_api, notebook
 ):
     note = NoteFactory.create(notebook=notebook, author=alice)
-    pdf = upload(alice, note, "url.pdf")
+    pdf = upload(alice, note, "text.pdf")
     NoteAttachment.objects.filter(pk=pdf.pk).update(status=NoteAttachment.Status.READY)
     url = f"/attachments/{pdf.pk}/reprocess/"
     assert alice_client.post(url, headers={"HX-Request": "true"}).status_code == 200

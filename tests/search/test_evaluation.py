@@ -36,11 +36,13 @@ def test_aggregate_groups_by_kind_and_language():
     assert result["by_lang"]["de"]["n"] == 1
 
 
+@pytest.mark.eval
 def test_passwords_are_read_from_the_eval_readme():
     passwords = passwords_from_readme(EVAL_PDFS.parent / "README.md")
     assert passwords == {"url-password-opensesame.pdf": "opensesame"}
 
 
+@pytest.mark.eval
 @pytest.mark.slow
 @pytest.mark.django_db
 def test_evaluate_retrieval_runs_on_a_small_set_and_reuses_its_ingestion(tmp_path, capsys):

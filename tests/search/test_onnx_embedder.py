@@ -47,6 +47,7 @@ def passages() -> list[tuple[str, list[str]]]:
     return [(c.content, c.heading_path) for c in chunk_pages(pages)]
 
 
+@pytest.mark.eval  # fidelity measured on real text: passages of R-intro.pdf
 @pytest.mark.parametrize(
     ("runtime", "least", "mean"),
     # Measured on 221 windows of the eval PDFs: fp32 1.0000 (min and mean); int8 min 0.987,

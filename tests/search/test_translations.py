@@ -17,7 +17,7 @@ from tests.factories import NotebookFactory, NoteFactory
 from tests.fixtures.documents import upload
 
 pytestmark = pytest.mark.django_db
-QUERY = "url line breaks hyphens"
+QUERY = "survey notes"  # on every page of text.pdf
 
 # Exact strings of the catalogues, by browser language: the <html lang>, the mode chosen, a hit's
 # page, the summary (count, query), and the PDFs being processed in the singular and the plural.
@@ -52,7 +52,7 @@ EXPECTED: dict[str, dict[str, str]] = {
 @pytest.fixture
 def note(alice):
     note = NoteFactory.create(notebook=NotebookFactory.create(owner=alice, title="LaTeX"))
-    attachment = upload(alice, note, "url.pdf")
+    attachment = upload(alice, note, "text.pdf")
     attachment_ingest(attachment_id=attachment.pk)
     attachment.refresh_from_db()
     assert attachment.status == "ready"
@@ -71,7 +71,7 @@ def _page(client, accept_language: str, **params: str) -> str:
 @pytest.mark.parametrize("accept_language", list(EXPECTED))
 def test_the_search_page_follows_the_browsers_language(alice_client, alice, note, accept_language):
     expected = EXPECTED[accept_language]
-    upload(alice, note, "natbib-truncated.pdf")  # queued, not yet ingested
+    upload(alice, note, "broken.pdf")  # queued, not yet ingested
     page = _page(alice_client, accept_language)
     hits = page.count('<li class="card search-hit">')
     assert hits > 1  # the plural of the summary
@@ -82,7 +82,7 @@ def test_the_search_page_follows_the_browsers_language(alice_client, alice, note
     assert f'<p id="search-summary">{summary}</p>' in page
     assert expected["one"] in page
 
-    upload(alice, note, "R-data.pdf")
+    upload(alice, note, "other.pdf")
     assert expected["two"] in _page(alice_client, accept_language)
 
 

@@ -16,7 +16,7 @@ from chat.models import Conversation, Message
 from core.markdown import render_markdown
 from notes.models import Note
 from tests.factories import NotebookFactory, NoteFactory
-from tests.fixtures.documents import EVAL_PDFS
+from tests.fixtures.documents import sample
 
 pytestmark = pytest.mark.django_db
 
@@ -34,7 +34,7 @@ def note(alice, notebook):
 
 
 def pdf(name: str, as_name: str | None = None) -> SimpleUploadedFile:
-    return SimpleUploadedFile(as_name or name, (EVAL_PDFS / name).read_bytes(), "application/pdf")
+    return SimpleUploadedFile(as_name or name, sample(name), "application/pdf")
 
 
 def answered(conversation: Conversation, content: str, **fields: Any) -> Message:
@@ -52,7 +52,7 @@ def answered(conversation: Conversation, content: str, **fields: Any) -> Message
 
 
 def cite(n: int, attachment_id: int, **extra: Any) -> dict[str, Any]:
-    return {"n": n, "kind": "document", "attachment_id": attachment_id, "file": "url.pdf",
+    return {"n": n, "kind": "document", "attachment_id": attachment_id, "file": "text.pdf",
             "page": 3, "chunk_id": 7, "note_id": 1, "note_title": "URLs",
             "quote": "Breaks are not allowed between colons.", **extra}  # fmt: skip
 
@@ -70,7 +70,7 @@ def test_the_workspace_shows_sources_by_note_the_chat_and_the_notes(
     alice_client, alice, notebook, note
 ):
     upload = alice_client.post(
-        f"/notebooks/{notebook.pk}/sources/", {"files": [pdf("url.pdf")], "note": note.pk}
+        f"/notebooks/{notebook.pk}/sources/", {"files": [pdf("text.pdf")], "note": note.pk}
     )
     assert upload.status_code == 302
     html = page(alice_client, f"/notebooks/{notebook.pk}/")
@@ -82,7 +82,7 @@ def test_the_workspace_shows_sources_by_note_the_chat_and_the_notes(
     assert f'id="source-{attachment.pk}"' in html
     assert f'hx-get="/attachments/{attachment.pk}/source/"' in html
     assert "URLs in LaTeX" in html
-    assert "url.pdf" in html
+    assert "text.pdf" in html
     # Note snippets are plain text, not raw Markdown.
     assert "Colons Bold text." in html
     assert "**Bold**" not in html
@@ -159,7 +159,7 @@ def test_asking_from_the_workspace_without_the_socket_comes_back_to_it(
 def test_a_dropped_file_becomes_a_note_titled_after_it(alice_client, notebook):
     response = alice_client.post(
         f"/notebooks/{notebook.pk}/sources/",
-        {"files": [pdf("url.pdf", "Breaking_URLs-in-LaTeX.pdf")]},
+        {"files": [pdf("text.pdf", "Breaking_URLs-in-LaTeX.pdf")]},
         headers={"X-Upload": "1"},
     )
     assert response.status_code == 201
@@ -184,27 +184,27 @@ def test_a_refused_file_leaves_no_empty_note(alice_client, notebook):
 
 
 def test_the_same_file_twice_names_the_note_that_has_it(alice_client, notebook):
-    alice_client.post(f"/notebooks/{notebook.pk}/sources/", {"files": [pdf("url.pdf")]})
+    alice_client.post(f"/notebooks/{notebook.pk}/sources/", {"files": [pdf("text.pdf")]})
     again = alice_client.post(
         f"/notebooks/{notebook.pk}/sources/",
-        {"files": [pdf("url.pdf", "copy.pdf")]},
+        {"files": [pdf("text.pdf", "copy.pdf")]},
         headers={"X-Upload": "1"},
     )
     assert again.status_code == 409
-    assert "already attached to the note “url”" in again.content.decode()
+    assert "already attached to the note “text”" in again.content.decode()
     assert Note.objects.count() == 1
 
 
 def test_files_go_to_the_chosen_note_of_this_notebook_only(alice_client, alice, notebook, note):
     alice_client.post(
-        f"/notebooks/{notebook.pk}/sources/", {"files": [pdf("url.pdf")], "note": note.pk}
+        f"/notebooks/{notebook.pk}/sources/", {"files": [pdf("text.pdf")], "note": note.pk}
     )
     assert note.attachments.count() == 1
     assert Note.objects.count() == 1
     other = NoteFactory.create(notebook=NotebookFactory.create(owner=alice), author=alice)
     response = alice_client.post(
         f"/notebooks/{notebook.pk}/sources/",
-        {"files": [pdf("natbib-truncated.pdf")], "note": other.pk},
+        {"files": [pdf("broken.pdf")], "note": other.pk},
         headers={"X-Upload": "1"},
     )
     assert response.status_code == 400
@@ -217,7 +217,7 @@ def test_files_go_to_the_chosen_note_of_this_notebook_only(alice_client, alice, 
 @pytest.fixture
 def attachment(alice_client, notebook, note) -> NoteAttachment:
     alice_client.post(
-        f"/notebooks/{notebook.pk}/sources/", {"files": [pdf("url.pdf")], "note": note.pk}
+        f"/notebooks/{notebook.pk}/sources/", {"files": [pdf("text.pdf")], "note": note.pk}
     )
     return NoteAttachment.objects.get()
 
@@ -240,7 +240,7 @@ def test_save_to_note_makes_a_note_with_the_answer_and_links_to_its_sources(
     assert "Colons are not break points [1]." in saved.body
     html = render_markdown(saved.body)
     assert f'href="/attachments/{attachment.pk}/file/#page=3"' in html
-    assert "url.pdf, page 3" in html
+    assert "text.pdf, page 3" in html
     assert "Breaks are not allowed between colons." in html
     assert f'href="/notes/{saved.pk}/"' in response.content.decode()
 

@@ -24,8 +24,8 @@ def test_embedding_progress_moves_within_a_batch(alice, monkeypatch):
 
     monkeypatch.setattr(ingestion._Run, "update", recording_update)
     monkeypatch.setattr(ingestion, "PROGRESS_INTERVAL", 0)  # every slice writes
-    monkeypatch.setattr(ingestion, "EMBED_SLICE", 2)
-    attachment = ingest(upload(alice, note, "url.pdf"))
+    monkeypatch.setattr(ingestion, "EMBED_SLICE", 1)
+    attachment = ingest(upload(alice, note, "text.pdf"))
     assert attachment.status == "ready", attachment.error
     total = attachment.chunks.count()
     assert total > 2

@@ -429,6 +429,13 @@ YOUTUBE_TIMEOUT = env_float("YOUTUBE_TIMEOUT", 20.0)
 MAX_PDF_PAGES = env_int("MAX_PDF_PAGES", 2000, minimum=1)
 # At most this many files per upload request (page, drop zone, API); beyond, nothing is stored.
 MAX_UPLOAD_FILES = env_int("MAX_UPLOAD_FILES", 20, minimum=1)
+# The largest request body the web server reads (notebook.daphne_http): a request whose
+# Content-Length says more, or a chunked body that grows past it, gets 413 before the body is
+# read. By default the largest legitimate request, one upload of MAX_UPLOAD_FILES files of
+# MAX_UPLOAD_MB each, plus 4 MB for its other fields (Django's DATA_UPLOAD_MAX_MEMORY_SIZE,
+# 2.5 MB) and multipart framing (a few hundred bytes a file).
+MAX_REQUEST_MB = env_int("MAX_REQUEST_MB", MAX_UPLOAD_MB * MAX_UPLOAD_FILES + 4, minimum=1)
+MAX_REQUEST_BYTES = MAX_REQUEST_MB * 1024 * 1024
 # An uploaded image may have at most this many pixels (width × height, from its header; a
 # decompression bomb is refused before any pixel is decoded).
 IMAGE_MAX_PIXELS = env_int("IMAGE_MAX_PIXELS", 40_000_000, minimum=1_000_000)

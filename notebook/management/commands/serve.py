@@ -2,9 +2,17 @@
 
 Prepares the database (the embedded server is started by settings when DATABASE_URL is unset),
 applies migrations, collects static files, then runs WEB_PROCESSES ASGI web servers (daphne,
-through notebook.daphne_http) and a django-q2 worker as child processes. Ctrl-C stops all of
-them, then the embedded server. Each web server loads the embedding model in a background thread
-as it starts (notebook.asgi; EMBEDDING_WARM_UP): searches before it is ready use keywords only.
+through notebook.daphne_http) and a django-q2 worker as child processes. Each web server loads
+the embedding model in a background thread as it starts (notebook.asgi; EMBEDDING_WARM_UP):
+searches before it is ready use keywords only.
+
+Ctrl-C (SIGINT), SIGTERM or SIGHUP stops the children (SIGTERM, then SIGKILL after
+SHUTDOWN_GRACE_SECONDS), then the embedded server, says "Notebook stopped." and exits 0; a
+child that stops on its own meanwhile is an error (exit 1). A terminal sends Ctrl-C's SIGINT to
+its whole foreground process group, so each child runs in a process group of its own and hears
+only us; and under `make run`, where make shares our group and, on SIGINT, waits for us and
+then kills itself with it (exit 130 whatever we return), we make a group of our own the
+terminal's foreground group while we run, and give the terminal back as we end.
 
 On Linux each web server gets a listening socket of its own on the same port (SO_REUSEPORT),
 opened here and inherited (daphne's --fd), and the kernel deals new connections out among them
@@ -19,12 +27,14 @@ reach sockets in every process through the channel layer (PostgreSQL's NOTIFY, o
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from django.conf import settings
@@ -137,6 +147,41 @@ def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _set_foreground(fd: int, pgrp: int) -> None:
+    # From a background group, tcsetpgrp sends us SIGTTOU (which would stop us): ignored.
+    previous = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+    try:
+        with contextlib.suppress(OSError):
+            os.tcsetpgrp(fd, pgrp)
+    finally:
+        signal.signal(signal.SIGTTOU, previous)
+
+
+@contextlib.contextmanager
+def own_terminal() -> Iterator[None]:
+    """While inside, this process leads the terminal's foreground process group, so a Ctrl-C
+    reaches only it, not the program that started it in its own group (make). Nothing to do
+    without a terminal, in the background, or when a shell already gave us a group."""
+    try:
+        fd = sys.stdin.fileno()
+        foreground = os.isatty(fd) and os.tcgetpgrp(fd) == os.getpgrp()
+    except (OSError, ValueError):
+        foreground = False
+    if not foreground or os.getpgrp() == os.getpid():
+        yield
+        return
+    previous = os.getpgrp()
+    os.setpgid(0, 0)
+    _set_foreground(fd, os.getpid())
+    # Ctrl-Z would stop only us while make waits on: nothing could resume us from that shell.
+    tstp = signal.signal(signal.SIGTSTP, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTSTP, tstp)
+        _set_foreground(fd, previous)
+
+
 class Command(BaseCommand):
     help = "Run Notebook: migrate, collect static files, start the web server and a worker."
 
@@ -152,6 +197,17 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        # `kill` and a closed terminal stop us like Ctrl-C.
+        signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+        signal.signal(signal.SIGHUP, _raise_keyboard_interrupt)
+        try:
+            with own_terminal():
+                self._serve(**options)
+        except KeyboardInterrupt:
+            pass  # (before the children started; after, _serve stopped them)
+        self.stdout.write("Notebook stopped.")
+
+    def _serve(self, **options: Any) -> None:
         host: str = options["host"]
         port: int = options["port"]
         count = options["web_processes"] or web_processes()
@@ -181,7 +237,6 @@ class Command(BaseCommand):
         if not options["no_worker"]:
             commands["worker"] = [sys.executable, "manage.py", "qcluster"]
         procs: dict[str, subprocess.Popen[bytes]] = {}
-        signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)  # `kill` stops us like Ctrl-C
         try:
             for name, cmd in commands.items():
                 procs[name] = subprocess.Popen(
@@ -189,6 +244,7 @@ class Command(BaseCommand):
                     env=env,
                     cwd=settings.BASE_DIR,
                     pass_fds=(fds[name],) if name in fds else (),
+                    process_group=0,  # out of our group: the terminal's Ctrl-C is for us
                 )
             # The children hold the sockets now: a web process that dies takes its socket
             # with it, and the kernel stops sending connections there.
@@ -214,7 +270,6 @@ class Command(BaseCommand):
             self._stop(procs)
             for sock in listeners:
                 sock.close()
-        self.stdout.write("Stopped.")
 
     def _stop(self, procs: dict[str, subprocess.Popen[bytes]]) -> None:
         for p in procs.values():

@@ -19,7 +19,10 @@ class NotebookOut(Schema):
     id: int
     title: str
     description: str
-    note_count: int
+    note_count: int = Field(
+        description="Notes not in the trash, without those that only hold a dropped file."
+    )
+    source_count: int = Field(0, description="Files and web pages in its live notes.")
     role: str = Field(description="Your role in it: owner, editor or viewer.")
     owner: str = Field(alias="owner.username", description="The owner's username.")
     created_at: datetime

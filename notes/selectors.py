@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
 class NotebookAnnotations(TypedDict):
     note_count: int
+    source_count: int
     role: str
 
 
@@ -87,7 +88,8 @@ def visible_notes(*, user: User) -> QuerySet[Note]:
 def notebook_list(*, user: User) -> QuerySet[WithAnnotations[Notebook, NotebookAnnotations]]:
     """The notebooks the user owns or is a member of, newest first, each with `note_count`
     (written notes not in the trash: a note that only holds a dropped file is counted as
-    that source, not as a note) and the user's `role` in it ("owner", "editor", "viewer")."""
+    that source, not as a note), `source_count` (the files of its live notes) and the user's
+    `role` in it ("owner", "editor", "viewer")."""
     written = (
         written_notes(Note.objects.filter(notebook=OuterRef("pk"), trashed_at__isnull=True))
         .order_by()
@@ -95,8 +97,17 @@ def notebook_list(*, user: User) -> QuerySet[WithAnnotations[Notebook, NotebookA
         .annotate(n=Count("pk"))
         .values("n")
     )
+    # The files of its live notes, read through the sources' reverse relation (by name).
+    files = (
+        Note.objects.filter(notebook=OuterRef("pk"), trashed_at__isnull=True)
+        .order_by()
+        .values("notebook")
+        .annotate(n=Count("attachments"))
+        .values("n")
+    )
     notebooks = _with_role(_visible_notebooks(user=user), user=user).annotate(
-        note_count=Coalesce(Subquery(written, output_field=IntegerField()), 0)
+        note_count=Coalesce(Subquery(written, output_field=IntegerField()), 0),
+        source_count=Coalesce(Subquery(files, output_field=IntegerField()), 0),
     )
     return cast("QuerySet[WithAnnotations[Notebook, NotebookAnnotations]]", notebooks)
 

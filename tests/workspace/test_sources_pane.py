@@ -27,7 +27,7 @@ def notebook(alice):
 
 
 def drop_pdf(alice, notebook, name="report.pdf"):
-    data = text_pdf(["Quarterly figures", "Revenue grew in the north."])
+    data = text_pdf([f"Quarterly figures of {name}", "Revenue grew in the north."])
     uploaded = SimpleUploadedFile(name, data, "application/pdf")
     return services.source_add(user=alice, notebook=notebook, uploaded=uploaded).attachment
 
@@ -130,3 +130,14 @@ def test_a_viewer_gets_the_state_without_the_drop_zone_choices(alice, bob, noteb
     state = client.get(f"/notebooks/{notebook.pk}/sources-state/").content.decode()
     assert count_in(state, "source-count") == 1
     assert 'id="upload-note"' not in state
+
+
+def test_the_notebook_list_counts_sources_beside_notes(alice, alice_client, notebook):
+    drop_pdf(alice, notebook)
+    drop_pdf(alice, notebook, name="second.pdf")
+    NoteFactory.create(notebook=notebook, author=alice, title="Mine", body="Hello")
+    (listed,) = [nb for nb in selectors.notebook_list(user=alice) if nb.pk == notebook.pk]
+    assert (listed.note_count, listed.source_count) == (1, 2)
+    html = alice_client.get("/").content.decode()
+    assert "1 note<" in html
+    assert "2 sources" in html

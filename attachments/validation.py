@@ -434,7 +434,10 @@ def validate_format_upload(*, user: User, uploaded: UploadedFile[bytes]) -> Vali
         uploaded.seek(0)
         fmt = registry.format_for(Path(copy.name), extension)
     if fmt is None:
-        labels = " or ".join(sorted({f.label for f in registry.by_extension(extension)}))
+        # The formats' labels are msgids (gettext_noop where they are registered).
+        labels = gettext(" or ").join(
+            sorted({gettext(f.label) for f in registry.by_extension(extension)})
+        )
         raise ValidationError(
             gettext("“%(name)s” is not a real %(what)s: its content is something else.")
             % {"name": name, "what": labels or extension},

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
+from django.utils.translation import gettext_noop
+
 from attachments.formats import FormatError, Unit, registry
 from attachments.formats import runner as office
 from attachments.formats.transcripts import read_audio, read_transcript, sniff_transcript
@@ -45,7 +47,7 @@ registry.register(
         media_types=("text/html",),
         sniff=_looks_like_html,
         read=_read_html_file,
-        label="HTML page",
+        label=gettext_noop("HTML page"),
     )
 )
 
@@ -67,8 +69,11 @@ def _reads(kind: Literal["vtt", "srt"]) -> Callable[[Path], list[Unit]]:
     return read
 
 
-for _kind, _label, _media in (("vtt", "WebVTT transcript", "text/vtt"),
-                              ("srt", "SubRip transcript", "application/x-subrip")):  # fmt: skip
+_TRANSCRIPTS = (
+    ("vtt", gettext_noop("WebVTT transcript"), "text/vtt"),
+    ("srt", gettext_noop("SubRip transcript"), "application/x-subrip"),
+)
+for _kind, _label, _media in _TRANSCRIPTS:
     registry.register(
         registry.Format(
             name=_kind, kind="transcript", extensions=(f".{_kind}",), media_types=(_media,),
@@ -101,7 +106,7 @@ for _name, _extensions, _media, _formats in (
     registry.register(
         registry.Format(
             name=_name, kind="audio", extensions=_extensions, media_types=(_media,),
-            sniff=_sniffs_audio(*_formats), read=_read_audio, label="audio file",
+            sniff=_sniffs_audio(*_formats), read=_read_audio, label=gettext_noop("audio file"),
             refusal=_audio_refusal,
         )
     )  # fmt: skip

@@ -105,6 +105,19 @@ def test_a_file_named_html_that_is_something_else_is_refused(alice, notebook):
     assert not NoteAttachment.objects.exists()
 
 
+@pytest.mark.parametrize(
+    ("language", "name", "expected"),
+    [("de", "herons.html", "HTML-Seite"), ("zh-hans", "talk.vtt", "WebVTT 转录文本")],
+)
+def test_the_refusal_names_the_format_in_the_users_language(alice, notebook, language, name,
+                                                            expected):  # fmt: skip
+    from django.utils import translation
+
+    with translation.override(language), pytest.raises(ValidationError) as refused:
+        source_add(user=alice, notebook=notebook, uploaded=html_upload(name, b"%PDF-1.7\n..."))
+    assert expected in " ".join(refused.value.messages)
+
+
 class _Site(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self.send_response(200)

@@ -171,6 +171,17 @@ def _closed_breakers():
 
 
 @pytest.fixture(autouse=True)
+def _default_language():
+    """Each test starts in the default language: a language a test (or a request served in
+    its thread) activated would otherwise stay active in this thread for the tests after it."""
+    from django.utils import translation
+
+    translation.deactivate()
+    yield
+    translation.deactivate()
+
+
+@pytest.fixture(autouse=True)
 def _media_root(settings, tmp_path_factory):
     """Uploaded files go to a fresh directory per test, never to DATA_DIR."""
     settings.MEDIA_ROOT = tmp_path_factory.mktemp("media")

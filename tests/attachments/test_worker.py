@@ -42,7 +42,11 @@ def test_killed_worker_run_is_reaped_and_finishes_with_one_set_of_chunks(alice, 
     # Small batches: several are committed before the kill, so the restart must cope with a
     # half-embedded set of chunks.
     with run_worker(EMBEDDING_BATCH_SIZE="4") as running:
-        wait_for(attachment, lambda a: a.stage == "embedding" and a.progress_current >= 16)
+        # Killed once a batch of vectors is committed (progress moves within a batch too).
+        wait_for(
+            attachment,
+            lambda a: a.stage == "embedding" and a.chunks.filter(vectors__isnull=False).exists(),
+        )
         running.kill()  # mid-embedding: no chance to clean up
     attachment.refresh_from_db()
     assert attachment.status == "processing"

@@ -69,8 +69,8 @@ def _postings(attachment: NoteAttachment) -> set[tuple[str, int]]:
     return set(PostingList.objects.filter(attachment=attachment).values_list("lexeme", "df"))
 
 
-def _has_vectors(attachment) -> bool:
-    return attachment.chunks.filter(vectors__isnull=False).exists()
+def _has_vectors(attachment: NoteAttachment) -> bool:
+    return bool(attachment.chunks.filter(vectors__isnull=False).exists())
 
 
 @pytest.mark.django_db(transaction=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.contrib.auth.decorators import login_required
@@ -19,6 +19,10 @@ from core.types import AuthenticatedHttpRequest
 from intelligence import selectors, services
 from intelligence.models import SourceProfile
 from notes.models import Role
+from notes.selectors import notebook_role, role_allows
+
+if TYPE_CHECKING:
+    from core.types import User
 
 
 class ProfileForm(forms.Form):
@@ -54,7 +58,9 @@ def _rows(value: Any, prefix: str = "") -> list[tuple[str, str]]:
     return rows
 
 
-def _context(attachment: NoteAttachment, form: ProfileForm | None = None) -> dict[str, Any]:
+def _context(
+    attachment: NoteAttachment, user: User, form: ProfileForm | None = None
+) -> dict[str, Any]:
     profile = selectors.profile_of(attachment)
     recognised = bool(profile and profile.recognised)
     if form is None and profile is not None:
@@ -82,6 +88,10 @@ def _context(attachment: NoteAttachment, form: ProfileForm | None = None) -> dic
         "is_image": getattr(attachment, "kind", "pdf") == "image",
         "form": form,
         "notebook": attachment.note.notebook,
+        # Owners and editors correct the profile and choose the name (the POST views check it).
+        "can_edit": role_allows(
+            notebook_role(user=user, notebook=attachment.note.notebook), Role.EDITOR
+        ),
     }
 
 
@@ -90,7 +100,7 @@ def _context(attachment: NoteAttachment, form: ProfileForm | None = None) -> dic
 def source_view(request: AuthenticatedHttpRequest, attachment_id: int) -> HttpResponse:
     """Full-screen split view: the document and its profile."""
     attachment = selectors.source_get(user=request.user, attachment_id=attachment_id)
-    return render(request, "intelligence/split.html", _context(attachment))
+    return render(request, "intelligence/split.html", _context(attachment, request.user))
 
 
 @login_required
@@ -116,7 +126,9 @@ def profile_edit(request: AuthenticatedHttpRequest, attachment_id: int) -> HttpR
             form.add_error(None, exc)
         else:
             return redirect("intelligence:source", attachment_id=attachment.pk)
-    return render(request, "intelligence/split.html", _context(attachment, form), status=400)
+    return render(
+        request, "intelligence/split.html", _context(attachment, request.user, form), status=400
+    )
 
 
 @login_required
@@ -136,6 +148,6 @@ def profile_name(request: AuthenticatedHttpRequest, attachment_id: int) -> HttpR
             raise ValidationError(gettext("Choose whether to use the suggested name."))
         services.profile_name_accept(profile=profile, accepted=choice == "1")
     except ValidationError as exc:
-        context = {**_context(attachment), "name_error": " ".join(exc.messages)}
+        context = {**_context(attachment, request.user), "name_error": " ".join(exc.messages)}
         return render(request, "intelligence/split.html", context, status=400)
     return redirect("intelligence:source", attachment_id=attachment.pk)

@@ -162,7 +162,7 @@ def fake_oidc_provider() -> Iterator[FakeProvider]:
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     state.issuer = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
         yield state

@@ -70,7 +70,7 @@ def video_id(url: str) -> str | None:
     candidate: str | None = None
     if host in SHORT_HOSTS:
         candidate = path[0] if len(path) == 1 else None
-    elif host in YOUTUBE_HOSTS or host == "www.youtube-nocookie.com":
+    elif host in YOUTUBE_HOSTS or host in ("youtube-nocookie.com", "www.youtube-nocookie.com"):
         if path == ["watch"]:
             values = parse_qs(parts.query).get("v") or []
             candidate = values[0] if len(values) == 1 else None

@@ -7,10 +7,9 @@ Callers pass objects fetched through the selectors (already authorized for the u
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -21,6 +20,7 @@ from django.db.models.expressions import RawSQL
 from django.utils import timezone
 from django.utils.translation import gettext
 
+from attachments.formats.youtube import video_id
 from attachments.models import NoteAttachment
 from attachments.services.files import (
     DuplicateAttachment,
@@ -184,7 +184,7 @@ def source_add_link(
         raise ValidationError(
             gettext("Restore the note from the trash before adding sources."), code="trashed"
         )
-    video = youtube_video_id(url)
+    video = video_id(url)
     kind, fmt = ("transcript", "youtube") if video else ("web", "html")
     digest = hashlib.sha256(f"link:{url}".encode()).hexdigest()
     existing = (
@@ -214,23 +214,3 @@ def source_add_link(
         attachment.save()
         enqueue_ingest(attachment.pk)
     return attachment
-
-
-def youtube_video_id(url: str) -> str | None:
-    """The video id of a YouTube address (watch?v=, youtu.be/, shorts/, embed/), else None."""
-    parts = urlsplit(url)
-    host = (parts.hostname or "").lower().removeprefix("www.").removeprefix("m.")
-    candidate = ""
-    if host == "youtu.be":
-        candidate = parts.path.strip("/").split("/")[0]
-    elif host in ("youtube.com", "music.youtube.com", "youtube-nocookie.com"):
-        if parts.path == "/watch":
-            candidate = parse_qs(parts.query).get("v", [""])[0]
-        else:
-            segments = parts.path.strip("/").split("/")
-            if len(segments) >= 2 and segments[0] in ("shorts", "embed", "live", "v"):
-                candidate = segments[1]
-    return candidate if _VIDEO_ID.fullmatch(candidate) else None
-
-
-_VIDEO_ID = re.compile(r"[A-Za-z0-9_-]{11}")

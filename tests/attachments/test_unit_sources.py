@@ -133,7 +133,7 @@ class _Site(BaseHTTPRequestHandler):
 @pytest.fixture
 def site(settings) -> Iterator[str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Site)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     port = server.server_address[1]
     settings.FETCH_ALLOWED_HOSTS = [f"localhost:{port}"]  # a loopback test site, named
     try:

@@ -34,6 +34,7 @@ def youtube(settings) -> Iterator[FakeYouTube]:
         (f"https://www.youtube.com/shorts/{VID}", VID),
         (f"https://www.youtube.com/embed/{VID}?start=5", VID),
         (f"https://www.youtube-nocookie.com/embed/{VID}", VID),
+        (f"https://youtube-nocookie.com/embed/{VID}", VID),
         (f"https://www.youtube.com/live/{VID}", VID),
         (f"  https://www.youtube.com/watch?v={VID}  ", VID),
         ("https://www.youtube.com/watch?v=short", None),

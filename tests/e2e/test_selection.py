@@ -55,8 +55,9 @@ def library(transactional_db) -> Library:
     one over the warning threshold (16 notes), one over the maximum (201 notes)."""
     fay = User.objects.create_user(username="fay", password=PASSWORD)
     notebook = notebook_create(owner=fay, title="TeX")
-    urls = note_create(notebook=notebook, author=fay, title="URLs in LaTeX", body="")
-    cites = note_create(notebook=notebook, author=fay, title="Citations", body="")
+    # Written notes (a note that only holds a file is listed as its file alone, no note box).
+    urls = note_create(notebook=notebook, author=fay, title="URLs in LaTeX", body="Reading list.")
+    cites = note_create(notebook=notebook, author=fay, title="Citations", body="To check.")
     url_pdf = ingest(upload(fay, urls, "url.pdf"))
     rdata = ingest(upload(fay, cites, "R-data.pdf"))
     assert url_pdf.status == "ready", url_pdf.error

@@ -147,7 +147,7 @@ def _wav(path: Path) -> Path:
 def site() -> Iterator[str]:
     """A web site on localhost (the worker is told to fetch from it: FETCH_ALLOWED_HOSTS)."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Site)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
         yield f"127.0.0.1:{server.server_address[1]}"

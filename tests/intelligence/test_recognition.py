@@ -148,6 +148,29 @@ def test_downloads_keep_the_users_file_name_until_the_suggested_one_is_accepted(
     assert "scan_0042.pdf" in _filename(alice_client.get(page))
 
 
+def test_editors_get_the_name_and_profile_forms_and_viewers_neither(invoice, book, alice, bob):
+    from django.test import Client
+
+    from tests.factories import UserFactory
+
+    carol = UserFactory.create(username="carol")
+    membership_add(notebook=book, by=alice, identifier="bob", role="editor")
+    membership_add(notebook=book, by=alice, identifier="carol", role="viewer")
+    pages = {}
+    for user in (bob, carol):
+        client = Client()
+        client.force_login(user)
+        pages[user.username] = client.get(f"/sources/{invoice.pk}/").content.decode()
+        accepted = client.post(f"/sources/{invoice.pk}/name/", {"accept": "1"})
+        assert accepted.status_code == (302 if user is bob else 403)
+    assert (
+        'data-testid="name-revert"' in pages["bob"] or 'data-testid="name-accept"' in pages["bob"]
+    )
+    assert 'data-testid="profile-form"' in pages["bob"]
+    assert 'data-testid="name-form"' not in pages["carol"]
+    assert 'data-testid="profile-form"' not in pages["carol"]
+
+
 def test_editing_the_profile_does_not_accept_the_name(invoice, alice_client):
     response = alice_client.post(
         f"/sources/{invoice.pk}/profile/",

@@ -20,8 +20,8 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import replace
-from typing import Any, Protocol
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Protocol
 
 from django.conf import settings
 from django.db import connections
@@ -37,10 +37,14 @@ from chat.llm.server import model_available, unavailable_notice
 from chat.memory import memories_for_prompt, schedule_memory_extraction
 from chat.models import Message
 from chat.reformulation import Reformulation, reformulate, resumed
-from chat.selection import prepare, stored_selections
+from chat.selection import SourceSet, prepare, stored_selections
 from chat.tools import AnswerRequest
 from core import metrics
 from grounding.citations import allowed_links, cited_numbers, renumber, verify
+
+if TYPE_CHECKING:
+    from core.types import User
+    from notes.models import Notebook
 
 logger = logging.getLogger(__name__)
 Emit = Callable[[str, dict[str, Any]], None]
@@ -232,25 +236,9 @@ def _generate(message_id: int, attempt: int, emit: Emit, answerer: Answerer | No
         save(status=Message.Status.ERROR, error=error)
         return _failed(message, error, emit)
 
-    content = claims.clean(finished.text if finished.text is not None else "".join(parts))
-    # The chat model's sentences are judged one by one (chat.claims); the offline answer's
-    # are verbatim quotes of the passages they cite.
-    judged, lost = None, 0
-    if answerer.name == "llm" and not finished.abstained:
-        judged = claims.judge(content, context.sources)
-        stripped = claims.strip_unbacked(content, judged)
-        # A source cited only by unbacked sentences is a citation refused, as one whose quote
-        # is not on the page.
-        lost = len(set(cited_numbers(content)) - set(cited_numbers(stripped)))
-        content = stripped
-    citations, refused = verify(content, context.sources, finished.quotes)
-    refused += lost
-    content, citations = renumber(content, citations)
-    content, unbacked = claims.locate(content)
-    grounding = _grounding(citations, finished)
-    checked = claims.summary(judged, unbacked) if judged is not None else None
-    if checked is not None and checked["sentences"] and not checked["backed"]:
-        grounding = "unsourced"  # nothing it says was found in the sources
+    result = check("".join(parts), finished, context.sources, answerer.name)
+    content, citations, refused = result.content, result.citations, result.refused
+    grounding, checked, unbacked = result.grounding, result.claims, result.unbacked
     timings["retrieval"] = round(timings["retrieval"], 3)
     timings["total"] = round(time.perf_counter() - started, 3)
     timings.setdefault("first_token", timings["total"])
@@ -387,6 +375,70 @@ def _said_before(asked: Message) -> set[str]:
         .first()
     )
     return {" ".join(str(c.get("quote", "")).split()) for c in previous or []} - {""}
+
+
+@dataclass(frozen=True)
+class Checked:
+    """An answer as it may be shown: its text cleaned and, for a chat model's, without the
+    sentences no source backs; its verified citations, renumbered."""
+
+    content: str
+    citations: list[dict[str, Any]]
+    refused: int  # quotes not on their page, sources cited by unbacked sentences only
+    grounding: str  # cited | abstained | unsourced
+    claims: dict[str, Any] | None  # chat.claims.summary of a chat model's sentences
+    unbacked: list[dict[str, Any]]
+
+
+def check(
+    streamed: str, finished: Finished, sources: list[dict[str, Any]], answerer: str
+) -> Checked:
+    """What an answerer wrote (`streamed`, or the text its Finished event replaces it with),
+    checked against the passages it was given: every answer, streamed or not, goes
+    through this."""
+    content = claims.clean(finished.text if finished.text is not None else streamed)
+    # The chat model's sentences are judged one by one (chat.claims); the offline answer's
+    # are verbatim quotes of the passages they cite.
+    judged, lost = None, 0
+    if answerer == "llm" and not finished.abstained:
+        judged = claims.judge(content, sources)
+        stripped = claims.strip_unbacked(content, judged)
+        # A source cited only by unbacked sentences is a citation refused, as one whose quote
+        # is not on the page.
+        lost = len(set(cited_numbers(content)) - set(cited_numbers(stripped)))
+        content = stripped
+    citations, refused = verify(content, sources, finished.quotes)
+    refused += lost
+    content, citations = renumber(content, citations)
+    content, unbacked = claims.locate(content)
+    grounding = _grounding(citations, finished)
+    checked = claims.summary(judged, unbacked) if judged is not None else None
+    if checked is not None and checked["sentences"] and not checked["backed"]:
+        grounding = "unsourced"  # nothing it says was found in the sources
+    return Checked(content, citations, refused, grounding, checked, list(unbacked))
+
+
+def answer_once(
+    *,
+    user: User,
+    notebook: Notebook,
+    question: str,
+    selection: SourceSet | None = None,
+    answerer: Answerer | None = None,
+) -> tuple[Checked, Finished]:
+    """One question answered outside a conversation (no history, no memories), as the chat
+    would answer it and checked the same way (`check`): what Studio's FAQ and review
+    questions are made of. Raises AnswerError when the answerer cannot answer."""
+    answerer = answerer or get_answerer()
+    context = AnswerRequest(user=user, notebook=notebook, mode="learning", selection=selection)
+    parts: list[str] = []
+    finished = Finished()
+    for event in answerer.run(question, [], context):
+        if isinstance(event, Token):
+            parts.append(event.text)
+        elif isinstance(event, Finished):
+            finished = event
+    return check("".join(parts), finished, context.sources, answerer.name), finished
 
 
 def _grounding(citations: list[dict[str, Any]], finished: Finished) -> str:

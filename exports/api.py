@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.http import HttpResponse, StreamingHttpResponse
+from django.utils.translation import gettext
 from ninja import Router
 
 from core.params import Id
@@ -40,3 +41,17 @@ def export_me(request: AuthenticatedHttpRequest, originals: bool = True) -> Stre
     hashes), notebooks/ (each you own, with your memories) and shared/ (your conversations,
     memories and notes in notebooks shared with you)."""
     return zip_response(request, bundles.user_bundle(user=request.user, originals=originals))
+
+
+@router.get("/studio/{output_id}/export")
+def export_studio_output(request: AuthenticatedHttpRequest, output_id: Id) -> HttpResponse:
+    """A ready Studio output as Markdown (text/markdown), citations as footnotes naming file,
+    page and quote; 409 while it is not ready."""
+    found = bundles.studio_export(user=request.user, output_id=output_id)
+    if found is None:
+        return HttpResponse(
+            gettext("This output is not ready yet."),
+            status=409,
+            content_type="text/plain; charset=utf-8",
+        )
+    return markdown_response(*found)

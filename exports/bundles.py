@@ -27,12 +27,16 @@ from exports.markdown import (
     guide_markdown,
     memories_markdown,
     note_markdown,
+    studio_csv_rows,
+    studio_markdown,
 )
 from exports.naming import Folder, safe_name, source_file_name
 from guides.models import Guide
 from guides.selectors import notebook_guide_get, source_guide_get
 from notes.models import Notebook
 from notes.selectors import note_get, note_list, notebook_get, notebook_list
+from studio import selectors as studio_selectors
+from studio.models import StudioOutput
 
 if TYPE_CHECKING:
     from core.types import User
@@ -44,6 +48,7 @@ KINDS = {
     "guide": "Guides",
     "source": "Original files",
     "memories": "Memories",
+    "studio": "Studio",
     "account": "Account",
 }
 
@@ -172,8 +177,28 @@ def _add_notebook(
     _add_guides_and_sources(
         archive, user=user, notebook=notebook, prefix=prefix, originals=originals
     )
+    _add_studio(archive, user=user, notebook=notebook, prefix=prefix)
     if memories:
         _add_memories(archive, user=user, notebook=notebook, prefix=prefix)
+
+
+def _studio_text(user: User, output_id: int) -> Callable[[], str]:
+    return lambda: studio_markdown(studio_selectors.output_get(user=user, output_id=output_id))
+
+
+def _add_studio(archive: Archive, *, user: User, notebook: Notebook, prefix: str) -> None:
+    """The notebook's ready Studio outputs (everyone's: they belong to the notebook)."""
+    folder = Folder(f"{prefix}studio/")
+    ready = studio_selectors.output_list(user=user, notebook_id=notebook.pk).filter(
+        status=StudioOutput.Status.READY
+    )
+    for output in ready.order_by("created_at", "pk"):
+        archive.add_text(
+            folder.name(output.title, suffix=".md", fallback="output"),
+            _studio_text(user, output.pk),
+            modified=output.ready_at or output.updated_at,
+            kind="studio",
+        )
 
 
 def _listing(entries: list[Entry], *, strip: str = "") -> list[str]:
@@ -227,6 +252,24 @@ def conversation_export(*, user: User, conversation_id: int) -> tuple[str, str]:
     messages = chat_selectors.message_list(user=user, conversation_id=conversation_id)
     text = conversation_markdown(conversation, messages.iterator())
     return safe_name(conversation.title, suffix=".md", fallback="conversation"), text
+
+
+def studio_export(*, user: User, output_id: int) -> tuple[str, str] | None:
+    """(file name, Markdown) of a Studio output of a notebook the user may see; None while it
+    is not ready; Http404 for anyone else's."""
+    output = studio_selectors.output_get(user=user, output_id=output_id)
+    if output.status != StudioOutput.Status.READY:
+        return None
+    return safe_name(output.title, suffix=".md", fallback="studio"), studio_markdown(output)
+
+
+def studio_cards(*, user: User, output_id: int) -> tuple[str, list[list[str]]] | None:
+    """(file name, CSV rows) of flashcards or a quiz; None while not ready or of another kind."""
+    output = studio_selectors.output_get(user=user, output_id=output_id)
+    cards = (StudioOutput.Kind.FLASHCARDS, StudioOutput.Kind.QUIZ)
+    if output.status != StudioOutput.Status.READY or output.kind not in cards:
+        return None
+    return safe_name(output.title, suffix=".csv", fallback="cards"), studio_csv_rows(output)
 
 
 def _account(user: User) -> dict[str, Any]:

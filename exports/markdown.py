@@ -19,10 +19,12 @@ from django.utils.translation import gettext as _
 from chat.claims import clean
 from chat.models import Conversation, Memory, Message
 from chat.rendering import Source, page_label, sources
+from core.markdown import plain_text as plain_markdown
 from grounding.citations import MARKER
 from guides.models import Guide
 from guides.services.content import shown
 from notes.models import Note
+from studio.models import StudioOutput
 
 # Code spans and fenced blocks keep their brackets: `[1]` in code is code.
 _CODE = re.compile(r"(```.*?(?:```|\Z)|~~~.*?(?:~~~|\Z)|`[^`\n]*`)", re.DOTALL)
@@ -196,3 +198,114 @@ def memories_markdown(notebook_title: str, memories: Iterable[Memory]) -> str:
     ]
     heading = _("Memories of “%(title)s”") % {"title": _one_line(notebook_title)}
     return f"# {heading}\n\n" + "\n".join(lines) + "\n"
+
+
+# --- Studio outputs
+
+
+def _studio_text(text: str, citations: dict[int, dict[str, Any]], notes: Footnotes) -> str:
+    """A statement's [n] markers (outside code) as footnotes naming file, page and quote."""
+
+    def replace(match: re.Match[str]) -> str:
+        citation = citations.get(int(match.group(1)))
+        return _guide_citation(citation, notes) if citation else ""
+
+    parts = _CODE.split(text)
+    return "".join(part if i % 2 else MARKER.sub(replace, part) for i, part in enumerate(parts))
+
+
+def _studio_node(node: dict[str, Any], citations: dict[int, dict[str, Any]], notes: Footnotes,
+                 depth: int) -> list[str]:  # fmt: skip
+    own = _studio_text(_one_line(node.get("text") or node.get("label", "")), citations, notes)
+    lines = [f"{'  ' * depth}- {own}"]
+    for child in node.get("children") or []:
+        if isinstance(child, dict):
+            lines += _studio_node(child, citations, notes, depth + 1)
+    return lines
+
+
+def studio_markdown(output: StudioOutput) -> str:
+    """A Studio output: front matter, its sections and statements, each [n] a footnote with
+    file, page and the exact quote; quotes as block quotes, answers as the chat wrote them."""
+    content = output.content if isinstance(output.content, dict) else {}
+    citations = {int(c["n"]): c for c in content.get("citations") or []
+                 if isinstance(c, dict) and str(c.get("n", "")).isdigit()}  # fmt: skip
+    fields = {
+        "title": output.title,
+        "kind": output.kind,
+        "notebook": output.notebook.title,
+        "made_by": output.created_by.get_username() if output.created_by else None,
+        "written": _stamp(output.ready_at),
+        "generator": output.generator,
+    }
+    if output.model:
+        fields["model"] = output.model
+    notes = Footnotes()
+    parts = [front_matter(fields) + f"# {_one_line(output.title)}"]
+    for section in content.get("sections") or []:
+        lines = []
+        for item in section.get("items") or []:
+            if not isinstance(item, dict):
+                continue
+            if output.kind == StudioOutput.Kind.MIND_MAP:
+                lines.append("\n".join(_studio_node(item, citations, notes, 0)))
+                continue
+            text = str(item.get("back") or item.get("text") or "")
+            said = _studio_text(text if item.get("markdown") else _one_line(text), citations, notes)
+            if output.kind == StudioOutput.Kind.QUIZ:
+                options = item.get("options") or []
+                answer = item.get("answer")
+                listed = "\n".join(f"{'- [x]' if i == answer else '- [ ]'} {_one_line(o)}"
+                                   for i, o in enumerate(options))  # fmt: skip
+                lines.append(f"**{_one_line(item.get('question', ''))}**\n\n{listed}\n\n> {said}")
+            elif item.get("question") or item.get("front"):
+                asked = _one_line(item.get("question") or item.get("front") or "")
+                lines.append(f"### {asked}\n\n{said if item.get('markdown') else '> ' + said}")
+            elif item.get("term"):
+                lines.append(f"**{_one_line(item['term'])}**: {said}")
+            elif item.get("date"):
+                lines.append(f"- **{item['date']}**: {said}")
+            elif item.get("cited", True):
+                lines.append(f"> {said}")
+            else:
+                lines.append(f"- {said}")
+        if lines:
+            parts.append(f"## {_one_line(section.get('heading', ''))}\n\n" + "\n\n".join(lines))
+    return "\n\n".join(parts) + notes.flush() + "\n"
+
+
+def studio_csv_rows(output: StudioOutput) -> list[list[str]]:
+    """Flashcards or a quiz as (front, back) rows, as Anki imports them: plain text, the back
+    naming the file and page of its quote."""
+    content = output.content if isinstance(output.content, dict) else {}
+    citations = {int(c["n"]): c for c in content.get("citations") or []
+                 if isinstance(c, dict) and str(c.get("n", "")).isdigit()}  # fmt: skip
+    rows = []
+    for section in content.get("sections") or []:
+        for item in section.get("items") or []:
+            if not isinstance(item, dict):
+                continue
+            text = str(item.get("back") or item.get("text") or "")
+            places = [citations[int(n)] for n in MARKER.findall(text) if int(n) in citations]
+            plain = _one_line(
+                MARKER.sub("", plain_markdown(text) if item.get("markdown") else text)
+            )
+            where = "; ".join(
+                page_label(str(c.get("file", "")), c.get("page"), str(c.get("where") or ""))
+                for c in places
+            )
+            back = f"{plain} ({where})" if where else plain
+            if output.kind == StudioOutput.Kind.QUIZ:
+                options = [str(o) for o in item.get("options") or []]
+                front = (
+                    _one_line(item.get("question", ""))
+                    + "\n"
+                    + "\n".join(f"{chr(65 + i)}. {o}" for i, o in enumerate(options))
+                )
+                answer = item.get("answer")
+                if isinstance(answer, int) and 0 <= answer < len(options):
+                    back = f"{chr(65 + answer)}. {options[answer]} — {back}"
+                rows.append([front, back])
+            else:
+                rows.append([_one_line(item.get("front", "")), back])
+    return rows

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 from collections.abc import AsyncIterator, Iterator
 
 from django.core.handlers.asgi import ASGIRequest
@@ -35,5 +37,16 @@ def zip_response(request: HttpRequest, bundle: Bundle) -> StreamingHttpResponse:
 
 def markdown_response(filename: str, text: str) -> HttpResponse:
     response = HttpResponse(text.encode(), content_type="text/markdown; charset=utf-8")
+    _private(response, filename)
+    return response
+
+
+def csv_response(filename: str, rows: list[list[str]]) -> HttpResponse:
+    """Rows as a CSV download (UTF-8 with a byte order mark, which spreadsheets and Anki read)."""
+    buffer = io.StringIO()
+    csv.writer(buffer).writerows(rows)
+    response = HttpResponse(
+        ("\ufeff" + buffer.getvalue()).encode(), content_type="text/csv; charset=utf-8"
+    )
     _private(response, filename)
     return response

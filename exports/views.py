@@ -17,7 +17,7 @@ from django.views.decorators.http import require_http_methods
 from core.types import AuthenticatedHttpRequest
 from exports import bundles, selectors, services
 from exports.forms import AccountDeleteForm
-from exports.responses import markdown_response, zip_response
+from exports.responses import csv_response, markdown_response, zip_response
 
 _FLAGS = {"": False, "0": False, "false": False, "1": True, "true": True}
 
@@ -99,3 +99,33 @@ def account_delete(request: AuthenticatedHttpRequest) -> HttpResponse:
         "handover_fields": [form[f"handover_{notebook.pk}"] for notebook, _ in shared],
     }
     return render(request, "exports/account_delete.html", context, status=status)
+
+
+@login_required
+@require_http_methods(["GET"])
+def studio_markdown(request: AuthenticatedHttpRequest, output_id: int) -> HttpResponse:
+    """A Studio output as Markdown, citations as footnotes naming file, page and quote."""
+    found = bundles.studio_export(user=request.user, output_id=output_id)
+    if found is None:
+        return _not_ready()
+    return markdown_response(*found)
+
+
+@login_required
+@require_http_methods(["GET"])
+def studio_csv(request: AuthenticatedHttpRequest, output_id: int) -> HttpResponse:
+    """Flashcards or a quiz as CSV (front, back), which Anki imports."""
+    found = bundles.studio_cards(user=request.user, output_id=output_id)
+    if found is None:
+        return _not_ready(cards=True)
+    filename, rows = found
+    return csv_response(filename, rows)
+
+
+def _not_ready(*, cards: bool = False) -> HttpResponse:
+    message = (
+        gettext("Only ready flashcards and quizzes download as CSV.")
+        if cards
+        else gettext("This output is not ready yet.")
+    )
+    return HttpResponse(message, status=409, content_type="text/plain; charset=utf-8")

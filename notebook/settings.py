@@ -81,6 +81,7 @@ INSTALLED_APPS = [
     "chat",
     "guides",
     "intelligence",
+    "studio",
     "workspace",
     "exports",
     "mcpserver",

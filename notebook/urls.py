@@ -70,6 +70,7 @@ urlpatterns = [
     path("", include("chat.urls")),
     path("", include("guides.urls")),
     path("", include("intelligence.urls")),
+    path("", include("studio.urls")),
     path("", include("exports.urls")),
 ]
 

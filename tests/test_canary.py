@@ -811,3 +811,61 @@ def test_a_members_private_conversation_and_memory_never_reach_the_owner(
     clean(stored(reply) + without_arguments(events), "Alice's answer")
     assert reply.reply_to is not None
     clean(reply.reply_to.search_query, "Alice's searched query")
+
+
+# --- Studio ----------------------------------------------------------------------------------
+
+
+def test_studio_outputs_never_carry_anything_of_bobs(world, alice_client, alice_api):
+    """Every kind of Studio output Alice makes of her notebook (offline: search, definitions,
+    the chat's answers) holds nothing of Bob's, on its page, in the API and in its downloads;
+    one whose stored scope names Bob's sources (a hand-edited row) reads only her notebook;
+    Bob's outputs answer her 404."""
+    from studio import services as studio
+    from studio.models import StudioOutput
+
+    outputs = []
+    for kind in StudioOutput.Kind.values:
+        output = studio.output_create(user=world.alice, notebook_id=world.book.pk, kind=kind)
+        studio.output_write(output_id=output.pk, token=output.token)
+        output.refresh_from_db()
+        assert output.status in ("ready", "failed"), (kind, output.error)
+        assert_nothing_of_bobs(json.dumps(output.content), f"Alice's {kind}")
+        outputs.append(output)
+    assert any(o.status == "ready" and o.content["citations"] for o in outputs)  # the control
+    smuggled = studio.output_create(user=world.alice, notebook_id=world.book.pk, kind="faq")
+    StudioOutput.objects.filter(pk=smuggled.pk).update(
+        scope=[
+            f"attachment:{world.planted.attachment_id}",
+            f"note:{world.bobs_note.pk}",
+            f"attachment:{world.pdf.pk}",
+        ]
+    )
+    studio.output_write(output_id=smuggled.pk, token=smuggled.token)
+    smuggled.refresh_from_db()
+    assert_nothing_of_bobs(json.dumps(smuggled.content), "a scope naming Bob's sources")
+    assert {c["attachment_id"] for c in smuggled.content.get("citations", [])} <= {world.pdf.pk}
+    for output in outputs:
+        urls = [f"/studio/{output.pk}/", f"/api/studio/{output.pk}",
+                f"/notebooks/{world.book.pk}/studio/",
+                f"/api/notebooks/{world.book.pk}/studio"]  # fmt: skip
+        if output.status == "ready":
+            urls += [f"/studio/{output.pk}/export.md", f"/api/studio/{output.pk}/export"]
+            if output.kind in ("flashcards", "quiz"):
+                urls.append(f"/studio/{output.pk}/cards.csv")
+        for url in urls:
+            client = alice_api if url.startswith("/api/") else alice_client
+            response = client.get(url)
+            assert response.status_code == 200, url
+            assert_nothing_of_bobs(response.content.decode(), url)
+    bobs = studio.output_create(user=world.bob, notebook_id=world.bobs_book.pk, kind="briefing")
+    studio.output_write(output_id=bobs.pk, token=bobs.token)
+    bobs.refresh_from_db()
+    assert "natbib.pdf" in json.dumps(bobs.content)  # the control: his has his
+    for url in (f"/studio/{bobs.pk}/", f"/studio/{bobs.pk}/export.md", f"/api/studio/{bobs.pk}",
+                f"/api/studio/{bobs.pk}/export", f"/notebooks/{world.bobs_book.pk}/studio/",
+                f"/api/notebooks/{world.bobs_book.pk}/studio"):  # fmt: skip
+        client = alice_api if url.startswith("/api/") else alice_client
+        response = client.get(url)
+        assert response.status_code == 404, url
+        assert_nothing_of_bobs(response.content.decode(), url)

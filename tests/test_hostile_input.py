@@ -31,6 +31,7 @@ from chat.models import Conversation, Memory, Message
 from intelligence.models import SourceProfile
 from notes.models import Note
 from notes.services import membership_add, note_create, notebook_create
+from studio.models import StudioOutput
 from tests.factories import UserFactory
 from tests.fixtures.documents import upload
 from tests.routes import (
@@ -70,6 +71,7 @@ def mine(alice) -> dict[str, int]:
     SourceProfile.objects.create(
         attachment=attachment, doc_type="receipt", better_name="Her receipt", status="ready"
     )
+    output = StudioOutput.objects.create(notebook=notebook, created_by=alice, kind="quiz")
     member = UserFactory.create(username="mona")  # the sharing pages name a member
     membership_add(notebook=notebook, by=alice, identifier="mona", role="viewer")
     return {
@@ -79,6 +81,7 @@ def mine(alice) -> dict[str, int]:
         "conversation": conversation.pk,
         "message": answer.pk,
         "memory": memory.pk,
+        "output": output.pk,
         "token": token.pk,
         "member": member.pk,
         "user": member.pk,  # a hand-over's `user_id`

@@ -86,6 +86,15 @@ OBJECT_PAGES = {
     "intelligence:name": ("attachment", ["POST"]),
     "exports:notebook": ("notebook", ["GET"]),
     "exports:conversation": ("conversation", ["GET"]),
+    "exports:studio_markdown": ("output", ["GET"]),
+    "exports:studio_csv": ("output", ["GET"]),
+    "studio:notebook": ("notebook", ["GET", "POST"]),
+    "studio:output": ("output", ["GET"]),
+    "studio:status": ("output", ["GET"]),
+    "studio:regenerate": ("output", ["POST"]),
+    "studio:cancel": ("output", ["POST"]),
+    "studio:rename": ("output", ["POST"]),
+    "studio:delete": ("output", ["GET", "POST"]),
 }
 # Pages without an object id: they must still require a login.
 PLAIN_PAGES = {
@@ -156,7 +165,18 @@ def bobs_objects(bob, bob_notebook, bob_note, bob_attachment):
         attachment=bob_attachment, doc_type="receipt", better_name="Bob's receipt",
         extracted={"merchant": "Bob's shop"}, status="ready",
     )  # fmt: skip
+    # A Studio output of his notebook (flashcards, so that its CSV exists too).
+    from studio.models import StudioOutput
+
+    output = StudioOutput.objects.create(
+        notebook=bob_notebook, created_by=bob, kind="flashcards", title="Bob's cards",
+        status="ready", token=1, content={"sections": [{"heading": "Bob's", "items": [
+            {"front": "Bob's front", "back": "Bob's back [1]"}]}], "citations": [
+            {"n": 1, "kind": "document", "attachment_id": bob_attachment.pk, "file": "b.pdf",
+             "page": 1, "quote": "Bob's back"}]},
+    )  # fmt: skip
     return {
+        "output": output.pk,
         "notebook": bob_notebook.pk,
         "note": bob_note.pk,
         "token": token.pk,
@@ -204,6 +224,13 @@ def _bobs_data_untouched(ids: dict[str, int]) -> None:
     ]
     assert Notebook.objects.filter(pk=ids["notebook"], owner__username="bob").exists()
 
+    from studio.models import StudioOutput
+
+    # His Studio output: not renamed, regenerated, cancelled or deleted; none made for him.
+    assert list(StudioOutput.objects.values_list("pk", "title", "status", "token")) == [
+        (ids["output"], "Bob's cards", "ready", 1)
+    ]
+
     attachment = NoteAttachment.objects.get(pk=ids["attachment"])
     assert attachment.status == "needs_password"  # not reprocessed, unlocked or deleted
     assert attachment.password_attempts == 0
@@ -225,9 +252,9 @@ def _url_for(name: str, object_id: int, ids: dict[str, int] | None = None) -> st
     return reverse(name, kwargs={kwarg: ids[KWARG_KINDS[kwarg]] for kwarg in kwargs})
 
 
-PAGE_DATA = {"title": "pwned", "body": "pwned", "description": "pwned", "password": "x",
-             "content": "pwned?", "action": "retry", "message_id": "0", "user": "alice",
-             "role": "editor", "url": "https://example.org/pwned"}  # fmt: skip
+PAGE_DATA = {"title": "pwned", "kind": "faq", "body": "pwned", "description": "pwned",
+             "password": "x", "content": "pwned?", "action": "retry", "message_id": "0",
+             "user": "alice", "role": "editor", "url": "https://example.org/pwned"}  # fmt: skip
 
 
 def _request(
@@ -373,6 +400,14 @@ API_WITH_IDS = {
     ("POST", "/api/notebooks/{notebook_id}/owner"),
     ("GET", "/api/notebooks/{notebook_id}/export"),
     ("GET", "/api/conversations/{conversation_id}/export"),
+    ("GET", "/api/notebooks/{notebook_id}/studio"),
+    ("POST", "/api/notebooks/{notebook_id}/studio"),
+    ("GET", "/api/studio/{output_id}"),
+    ("PATCH", "/api/studio/{output_id}"),
+    ("DELETE", "/api/studio/{output_id}"),
+    ("POST", "/api/studio/{output_id}/regenerate"),
+    ("POST", "/api/studio/{output_id}/cancel"),
+    ("GET", "/api/studio/{output_id}/export"),
 }
 # Search takes ids as filters, not in its path; tests/attachments/test_search.py covers them.
 API_WITHOUT_IDS = {
@@ -395,8 +430,9 @@ def _fill(path: str, ids: dict[str, int]) -> str:
     return re.sub(r"\{(\w+)_id\}", lambda m: str(ids[m.group(1)]), path)
 
 
-API_FIELDS = {"title": "pwned", "body": "pwned", "password": "x", "content": "pwned?",
-              "user": "alice", "role": "editor", "url": "https://example.org/pwned"}  # fmt: skip
+API_FIELDS = {"title": "pwned", "kind": "faq", "body": "pwned", "password": "x",
+              "content": "pwned?", "user": "alice", "role": "editor",
+              "url": "https://example.org/pwned"}  # fmt: skip
 PATHS_WITH_IDS = sorted({path for _, path in API_WITH_IDS})
 
 
@@ -473,6 +509,11 @@ API_ID_FILTERS: dict[tuple[str, str], list[dict[str, Any]]] = {
     ],
     # Alice's own notebook, handed to Bob's member: not hers to hand to.
     ("POST", "/api/notebooks/{notebook_id}/owner"): [{"user_id": Bobs("member")}],
+    # A Studio output of Alice's own notebook, made from Bob's sources.
+    ("POST", "/api/notebooks/{notebook_id}/studio"): [
+        {"kind": "faq", "attachment_ids": [Bobs("attachment")]},
+        {"kind": "faq", "note_ids": [Bobs("note")]},
+    ],
     ("POST", "/api/conversations"): [
         {"notebook_id": Bobs("notebook")},
         {"notebook_id": Bobs("notebook"), "note_id": Bobs("note")},

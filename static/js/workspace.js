@@ -1,5 +1,5 @@
-// The notebook workspace: tabs between the three panes on a narrow screen (Sources, Chat,
-// Notes), remembered for the tab's session; without JavaScript the panes simply stack.
+// The notebook workspace: tabs between the four panes on a narrow screen (Sources, Chat,
+// Studio, Notes), remembered for the tab's session; without JavaScript the panes simply stack.
 // Keeps the composer's "from=workspace" marker on a form the socket replaced, so a plain post
 // (socket down) comes back here. No inline scripts: everything is wired here.
 (function () {
@@ -87,6 +87,26 @@
     marker.value = "workspace";
     form.appendChild(marker);
   }
+
+  // Studio makes its outputs from the ticked sources: the unticked ones go with the request
+  // as `excluded` (source refs, as the chat sends them).
+  function unticked() {
+    const refs = [];
+    document.querySelectorAll("#workspace .source-check").forEach(function (box) {
+      if (!box.checked && box.dataset.sourceRef) refs.push(box.dataset.sourceRef);
+    });
+    return JSON.stringify(refs);
+  }
+
+  document.addEventListener("htmx:configRequest", function (event) {
+    const form = event.target.closest ? event.target.closest("[data-studio-form]") : null;
+    if (form) event.detail.parameters.excluded = unticked();
+  });
+  document.addEventListener("submit", function (event) {
+    const form = event.target.closest ? event.target.closest("[data-studio-form]") : null;
+    const field = form ? form.querySelector("[data-studio-excluded]") : null;
+    if (field) field.value = unticked();
+  });
 
   document.addEventListener("htmx:wsAfterMessage", markForm);
   document.addEventListener("htmx:oobAfterSwap", markForm);

@@ -25,13 +25,13 @@ from studio.models import StudioOutput
 from studio.rendering import Shown, ask_text, date_label
 
 KINDS = [
-    (StudioOutput.Kind.BRIEFING, "📄"),
-    (StudioOutput.Kind.STUDY_GUIDE, "🎓"),
-    (StudioOutput.Kind.FAQ, "❓"),
-    (StudioOutput.Kind.TIMELINE, "🕒"),
-    (StudioOutput.Kind.MIND_MAP, "🧭"),
-    (StudioOutput.Kind.FLASHCARDS, "🗂"),
-    (StudioOutput.Kind.QUIZ, "✅"),
+    StudioOutput.Kind.BRIEFING,
+    StudioOutput.Kind.STUDY_GUIDE,
+    StudioOutput.Kind.FAQ,
+    StudioOutput.Kind.TIMELINE,
+    StudioOutput.Kind.MIND_MAP,
+    StudioOutput.Kind.FLASHCARDS,
+    StudioOutput.Kind.QUIZ,
 ]
 
 
@@ -46,7 +46,7 @@ def _pane(request: AuthenticatedHttpRequest, notebook_id: int, *, error: str = "
     context = {
         "notebook": notebook,
         "outputs": outputs,
-        "kinds": [(kind.value, kind.label, icon) for kind, icon in KINDS],
+        "kinds": [(kind.value, kind.label) for kind in KINDS],
         "can_edit": role_allows(notebook_role(user=request.user, notebook=notebook), Role.EDITOR),
         "active": any(o.is_active for o in outputs),
         "error": error,

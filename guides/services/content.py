@@ -92,6 +92,11 @@ def clean_heading(text: str) -> str:
     return " ".join(text.split())
 
 
+def unnumbered(heading: str) -> str:
+    """A heading without its number ("2.1 Frames" → "Frames")."""
+    return _NUMBERING.sub("", heading).strip()
+
+
 def real_heading(text: str) -> bool:
     """A heading worth listing: short, not a sentence, a footnote, a list item, a contents
     line ("2 Vectors . . 8") nor the wrapped end of a heading ("set")."""

@@ -50,6 +50,7 @@ Beat = Callable[[str, int], None]  # (stage, percent done)
 SUMMARY_SENTENCES = 4
 KEY_POINTS = 18  # sentences of the briefing's key points, over its sections
 CONCEPTS = 10
+MAX_CONCEPT_SEARCHES = 20
 QUESTIONS = 8  # of an FAQ; a study guide asks fewer
 REVIEW_QUESTIONS = 5
 CARDS = 16
@@ -268,15 +269,33 @@ def definition(user: User, phrase: str, scope: Scope) -> Sentence | None:
     return named[best] if closeness[best] >= content.DEFINES else None
 
 
+def concepts(material: Material, analysis: Analysis) -> list[str]:
+    """What a study guide defines: the sections' own names (their headings without numbers,
+    the document's title left out) and the key phrases, in turn, no two alike."""
+    title = material.title.casefold()
+    headings = [content.unnumbered(e["text"]) for e in analysis.outline]
+    named = [h for h in headings if h and h.casefold() != title]
+    out: dict[str, str] = {}
+    for i in range(max(len(named), len(analysis.phrases))):
+        for phrase in named[i : i + 1] + analysis.phrases[i : i + 1]:
+            out.setdefault(phrase.casefold(), phrase)
+    return list(out.values())[:MAX_CONCEPT_SEARCHES]
+
+
 def definitions(
     material: Material, analysis: Analysis, beat: Beat, start: int, end: int
 ) -> list[tuple[str, Sentence]]:
-    out = []
-    for i, phrase in enumerate(analysis.phrases):
+    """Up to CONCEPTS concepts with the sentence that defines each (`definition`), no sentence
+    twice."""
+    out: list[tuple[str, Sentence]] = []
+    asked = concepts(material, analysis)
+    for i, phrase in enumerate(asked):
+        if len(out) >= CONCEPTS:
+            break
         found = definition(material.user, phrase, material.scope)
-        if found is not None:
+        if found is not None and all(found.text != s.text for _p, s in out):
             out.append((phrase, found))
-        beat("definitions", start + (end - start) * (i + 1) // max(1, len(analysis.phrases)))
+        beat("definitions", start + (end - start) * (i + 1) // max(1, len(asked)))
     return out
 
 
@@ -533,7 +552,7 @@ def mind_map(material: Material, beat: Beat) -> dict[str, Any]:
     analysis = analyse(material, beat)
     cites = Citations()
     by_file: dict[int, list[dict[str, Any]]] = {}
-    for entry in analysis.outline:
+    for entry in _without_boilerplate(analysis.outline):
         by_file.setdefault(entry["attachment_id"], []).append(entry)
     files: list[dict[str, Any]] = []
     for attachment in material.files:
@@ -566,6 +585,21 @@ def mind_map(material: Material, beat: Beat) -> dict[str, Any]:
     root = {"text": "", "label": material.title, "cited": False,
             "children": [*level, topic_node]}  # fmt: skip
     return cites.finish([{"heading": material.title, "items": [root], "keep": True}])
+
+
+def _without_boilerplate(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The outline without the sections whose passages are all boilerplate (a licence
+    appended at the back, an index): the map shows what the sources are about."""
+    out = []
+    for entry in entries:
+        chunks = list(
+            DocumentChunk.objects.filter(
+                attachment_id=entry["attachment_id"], heading_path__contains=[entry["text"]]
+            ).values_list("pk", flat=True)[:20]
+        )
+        if not chunks or len(boilerplate_chunks(chunks)) < len(chunks):
+            out.append(entry)
+    return out
 
 
 def _first_mention(material: Material, phrase: str, pool: list[Passage]) -> Passage | None:

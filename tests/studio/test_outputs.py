@@ -110,7 +110,9 @@ def test_a_mind_map_is_the_outline_and_the_key_topics_each_node_cited(library):
     assert "Keeping Honey Bees" in labels
     assert "Small Boat Sailing" in labels
     bees = root["children"][labels.index("Keeping Honey Bees")]
-    assert "1 Introduction" in [c["label"] for c in bees["children"]]
+    sections = [c["label"] for c in bees["children"]]
+    assert "1 Introduction" in sections
+    assert documents.REUSE_TERMS[0] not in sections  # the licence appended at the back
     assert_every_citation_verified(output)
     assert_no_boilerplate(output)
 
@@ -126,3 +128,10 @@ def test_a_quiz_blanks_the_answer_and_offers_it_among_other_key_phrases(library)
         assert len(set(item["options"])) == len(item["options"])
         quote = MARKER.sub("", item["text"]).strip()
         assert re.sub(re.escape(answer), "_____", quote, count=1, flags=re.I) == item["question"]
+
+
+def test_a_study_guide_defines_the_sections_concepts_with_their_own_sentences(library):
+    output = written(library, "study_guide")
+    concepts = {i["term"]: i["text"] for i in output.content["sections"][0]["items"]}
+    assert "Swarming" in concepts  # a section's name, defined where the section says what it is
+    assert concepts["Swarming"].startswith("Swarming is how a colony reproduces")

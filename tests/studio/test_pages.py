@@ -219,3 +219,15 @@ def test_flashcards_download_as_csv_for_anki(library, client_of):
     assert alice.get(reverse("exports:studio_csv", args=[briefing.pk])).status_code == 409
     pending = services.output_create(user=library.alice, notebook_id=library.book.pk, kind="quiz")
     assert alice.get(reverse("exports:studio_markdown", args=[pending.pk])).status_code == 409
+
+
+def test_the_notebook_export_holds_its_ready_outputs(library, client_of):
+    import zipfile
+
+    made(library, "faq")
+    services.output_create(user=library.alice, notebook_id=library.book.pk, kind="quiz")  # pending
+    response = client_of(library.alice).get(reverse("exports:notebook", args=[library.book.pk]))
+    archive = zipfile.ZipFile(io.BytesIO(b"".join(response.streaming_content)))
+    studio = [n for n in archive.namelist() if n.startswith("studio/")]
+    assert studio == ["studio/FAQ_ Hobbies.md"]  # the title made safe as a file name
+    assert "[^1]:" in archive.read(studio[0]).decode()

@@ -1,0 +1,168 @@
+"""Studio in a real browser, with a real django-q2 worker writing the outputs: from the
+workspace's Studio pane, make a briefing, open it, follow a citation into the viewer (the
+quote highlighted), regenerate, rename and delete it; walk the mind map with the keyboard;
+answer the quiz; turn a flashcard; all at 1366 px, then the pane as a tab and an output page
+at 390 px without overflow. Screenshots in test-artifacts/screenshots/studio-*.png."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import User
+from playwright.sync_api import Page, expect
+
+from notes.services import note_create, notebook_create
+from studio.models import StudioOutput
+from tests.e2e.helpers import login
+from tests.fixtures.chat_browser import (  # noqa: F401 - fixtures, shared
+    PASSWORD,
+    asgi_server,
+    chat_context,
+    chat_page,
+    errors,
+    shoot,
+    worker,
+)
+from tests.guides import documents
+from tests.studio.conftest import ingest
+from tests.workers import Worker
+
+pytestmark = pytest.mark.e2e
+
+WRITTEN = 90_000  # ms for the worker to write an output (the embedding model loading included)
+
+
+@pytest.fixture
+def notebook(transactional_db):
+    erin = User.objects.create_user(username="erin", password=PASSWORD)
+    book = notebook_create(owner=erin, title="Hobbies")
+    note = note_create(notebook=book, author=erin, title="", body="")
+    ingest(erin, note, "bees.pdf", documents.bees())
+    ingest(erin, note, "sailing.pdf", documents.sailing())
+    return book
+
+
+def make(page: Page, kind: str, worker: Worker) -> None:
+    """Click the pane's button for `kind` and wait until its row (the newest) is ready."""
+    pane = page.locator("#pane-studio")
+    pane.get_by_test_id(f"studio-{kind}").click()
+    row = pane.locator(f'[data-testid=studio-row][data-kind="{kind}"]').first
+    expect(row).to_be_visible()
+    try:
+        expect(row).to_have_attribute("data-status", "ready", timeout=WRITTEN)
+    except AssertionError:
+        worker.check_alive()
+        raise AssertionError(f"not written; worker log:\n{worker.tail()}") from None
+
+
+def no_overflow(page: Page) -> None:
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+
+
+def test_make_open_cite_regenerate_rename_and_delete(
+    chat_page: Page, errors: list[str], notebook, worker: Worker
+) -> None:
+    page = chat_page
+    page.set_viewport_size({"width": 1366, "height": 900})
+    login(page, "erin", PASSWORD)
+    page.goto(f"/notebooks/{notebook.pk}/")
+    pane = page.locator("#pane-studio")
+    expect(pane.get_by_test_id("studio-empty")).to_be_visible()
+    make(page, "briefing", worker)
+    shoot(page, "studio-1366-workspace")
+
+    pane.locator("[data-testid=studio-row] a.studio-title").first.click()
+    expect(page.get_by_test_id("studio-title")).to_contain_text("Briefing")
+    expect(page.get_by_test_id("studio-provenance")).to_be_visible()
+    assert page.locator(".studio-section h2").first.inner_text() == "Summary"
+    chip = page.get_by_test_id("citation-chip").first
+    chip.click()
+    panel = page.get_by_test_id("pdf-viewer")
+    expect(panel).to_be_visible()
+    expect(panel.get_by_test_id("viewer-quote")).not_to_be_empty()
+    expect(panel.locator(".textLayer .pdf-viewer-highlight").first).to_be_visible(timeout=20_000)
+    shoot(page, "studio-1366-briefing-viewer")
+    panel.get_by_test_id("viewer-close").click()
+
+    page.get_by_test_id("studio-regenerate").click()
+    expect(page.get_by_test_id("studio-status")).to_have_attribute(
+        "data-status", "ready", timeout=WRITTEN
+    )
+    expect(page.locator(".studio-section").first).to_be_visible()
+    page.locator(".studio-rename summary").click()
+    page.locator("#studio-new-title").fill("Bees and boats, in brief")
+    page.get_by_test_id("studio-rename-save").click()
+    expect(page.get_by_test_id("studio-title")).to_have_text("Bees and boats, in brief")
+
+    page.get_by_test_id("studio-delete").click()
+    page.get_by_test_id("studio-delete-confirm").click()
+    expect(page.locator("#pane-studio").get_by_test_id("studio-empty")).to_be_visible()
+    assert not StudioOutput.objects.exists()
+    assert errors == []
+
+
+def test_mind_map_quiz_and_flashcards_by_keyboard_and_touch_sizes(
+    chat_page: Page, errors: list[str], notebook, worker: Worker
+) -> None:
+    page = chat_page
+    page.set_viewport_size({"width": 1366, "height": 900})
+    login(page, "erin", PASSWORD)
+    page.goto(f"/notebooks/{notebook.pk}/")
+    for kind in ("mind_map", "quiz", "flashcards"):
+        make(page, kind, worker)
+    rows = page.locator("#pane-studio [data-testid=studio-row]")
+
+    rows.and_(page.locator('[data-kind="mind_map"]')).locator("a.studio-title").click()
+    tree = page.locator("[data-map-tree]")
+    first = tree.locator("[role=treeitem]").first
+    expect(first).to_have_attribute("aria-expanded", "true")
+    first.focus()
+    page.keyboard.press("ArrowDown")
+    focused = page.evaluate("document.activeElement.getAttribute('aria-level')")
+    assert focused == "2"
+    second = tree.locator("[role=treeitem][aria-level='2']").first  # a file, open
+    expect(second).to_have_attribute("aria-expanded", "true")
+    page.keyboard.press("ArrowLeft")  # closes it
+    expect(second).to_have_attribute("aria-expanded", "false")
+    page.keyboard.press("ArrowRight")  # opens it again
+    expect(second).to_have_attribute("aria-expanded", "true")
+    page.keyboard.press("ArrowLeft")
+    page.keyboard.press("ArrowLeft")  # to the root
+    page.keyboard.press("ArrowLeft")  # closes it
+    expect(first).to_have_attribute("aria-expanded", "false")
+    page.get_by_role("button", name="Expand all").click()
+    expect(first).to_have_attribute("aria-expanded", "true")
+    expect(tree.get_by_test_id("citation-chip").first).to_be_visible()
+    shoot(page, "studio-1366-mind-map")
+    page.go_back()
+
+    rows.and_(page.locator('[data-kind="quiz"]')).locator("a.studio-title").click()
+    questions = page.get_by_test_id("quiz-question")
+    count = questions.count()
+    assert count >= 1
+    questions.first.locator("input[type=radio]").first.check()
+    page.get_by_role("button", name="Check my answers").click()
+    expect(page.locator("[data-quiz-score]")).to_contain_text(f"of {count} right")
+    expect(questions.first.locator(".quiz-option.is-answer")).to_have_count(1)
+    shoot(page, "studio-1366-quiz")
+    page.go_back()
+
+    rows.and_(page.locator('[data-kind="flashcards"]')).locator("a.studio-title").click()
+    card = page.get_by_test_id("flashcard").first
+    card.locator("summary").click()
+    expect(card.locator(".card-back")).to_be_visible()
+    expect(card.get_by_test_id("citation-chip").first).to_be_visible()
+    shoot(page, "studio-1366-flashcards")
+
+    # A phone: the Studio pane is a tab; an output page fits the screen.
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"/notebooks/{notebook.pk}/")
+    page.get_by_role("tab", name="Studio").click()
+    expect(page.locator("#pane-studio")).to_be_visible()
+    expect(page.locator("#pane-studio").get_by_test_id("studio-row")).to_have_count(3)
+    no_overflow(page)
+    shoot(page, "studio-390-pane")
+    page.locator("#pane-studio [data-testid=studio-row] a.studio-title").first.click()
+    expect(page.get_by_test_id("studio-output")).to_be_visible()
+    no_overflow(page)
+    shoot(page, "studio-390-output")
+    assert errors == []

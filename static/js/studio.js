@@ -5,8 +5,8 @@
 (function () {
   "use strict";
 
-  const t = window.gettext || function (s) { return s; };
-  const fmt = window.interpolate || function (s) { return s; };
+  const _ = window.gettext || function (s) { return s; };
+  const interpolate = window.interpolate || function (s) { return s; };
 
   // --- Mind map -----------------------------------------------------------------------
   function items(tree) {
@@ -129,10 +129,10 @@
         q.dataset.result = chosen ? (correct ? "right" : "wrong") : "open";
         const answer = q.querySelectorAll("label.quiz-option")[Number(q.dataset.answer)];
         q.querySelectorAll("label.quiz-option").forEach(function (l) { l.classList.toggle("is-answer", l === answer); });
-        verdict.textContent = !chosen ? t("Not answered.") : correct ? t("Right.") : t("Not quite: the answer is marked.");
+        verdict.textContent = !chosen ? _("Not answered.") : correct ? _("Right.") : _("Not quite: the answer is marked.");
         if (chosen && !correct) q.querySelector("details.quiz-why").open = true;
       });
-      quiz.querySelector("[data-quiz-score]").textContent = fmt(t("%(right)s of %(total)s right."), { right: right, total: questions.length }, true);
+      quiz.querySelector("[data-quiz-score]").textContent = interpolate(_("%(right)s of %(total)s right."), { right: right, total: questions.length }, true);
     });
   }
 

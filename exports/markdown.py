@@ -208,7 +208,11 @@ def _studio_text(text: str, citations: dict[int, dict[str, Any]], notes: Footnot
 
     def replace(match: re.Match[str]) -> str:
         citation = citations.get(int(match.group(1)))
-        return _guide_citation(citation, notes) if citation else ""
+        if not citation:
+            return ""
+        if citation.get("kind") == "note":  # a note has no pages: its title says where
+            return notes.add(str(citation.get("note_title", "")), str(citation.get("quote", "")))
+        return _guide_citation(citation, notes)
 
     parts = _CODE.split(text)
     return "".join(part if i % 2 else MARKER.sub(replace, part) for i, part in enumerate(parts))
@@ -291,7 +295,11 @@ def studio_csv_rows(output: StudioOutput) -> list[list[str]]:
                 MARKER.sub("", plain_markdown(text) if item.get("markdown") else text)
             )
             where = "; ".join(
-                page_label(str(c.get("file", "")), c.get("page"), str(c.get("where") or ""))
+                page_label(
+                    str(c.get("file") or c.get("note_title", "")),
+                    c.get("page"),
+                    str(c.get("where") or ""),
+                )
                 for c in places
             )
             back = f"{plain} ({where})" if where else plain

@@ -4,6 +4,7 @@ cancel, export and delete; bad input answers 4xx and makes nothing."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from django.test import Client
@@ -21,7 +22,7 @@ def api(library) -> Client:
     return Client(headers={"Authorization": f"Bearer {raw}"})
 
 
-def post(api: Client, url: str, body: dict) -> object:
+def post(api: Client, url: str, body: dict[str, Any]) -> Any:
     return api.post(url, json.dumps(body), content_type="application/json")
 
 

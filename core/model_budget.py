@@ -1,7 +1,8 @@
 """The per-user budget of model calls made on a user's behalf outside the chat agent: search's
 query expansion and reranking (passages by RERANKER, whole documents by the chat model), guides
-written by the chat model, source profiles (classification and extraction) and memories drawn
-from an answer. (The chat agent's own calls are under CHAT_RATE_LIMIT instead.)
+written by the chat model, source profiles (classification and extraction), memories drawn
+from an answer, and the answers of Studio's FAQs and study guides. (The chat agent's own calls
+are under CHAT_RATE_LIMIT instead.)
 
 MODEL_CALL_BUDGET calls per user, counted in the window that slides over the shared
 "ratelimit" cache (core.ratelimit.spend), so web processes and workers draw on one budget;
@@ -25,7 +26,9 @@ from core import metrics
 from core.ratelimit import spend as spend_window
 
 logger = logging.getLogger(__name__)
-Feature = Literal["query expansion", "rerank", "document rerank", "guide", "profile", "memory"]
+Feature = Literal[
+    "query expansion", "rerank", "document rerank", "guide", "profile", "memory", "studio"
+]
 # Why a reranker kept the fused order, as other fallbacks say it ("circuit open", "timeout").
 FALLBACK = "model-call budget used up"
 

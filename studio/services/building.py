@@ -25,12 +25,15 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from django.conf import settings
 from django.utils.translation import gettext as _
 
 from attachments.models import DocumentChunk, NoteAttachment
-from chat.agent import answer_once
+from chat.agent import answer_once, get_answerer
 from chat.events import AnswerError
+from chat.extractive import ExtractiveAnswerer
 from chat.selection import SourceSet
+from core import model_budget
 from core.embeddings import get_embedder
 from core.textutil import clip
 from grounding.citations import MARKER, verify
@@ -74,6 +77,7 @@ class Material:
     files: list[NoteAttachment]
     note_ids: list[int] | None = None
     scoped: bool = False  # the user chose sources (else the whole notebook)
+    answered_by: set[str] = field(default_factory=set)  # "llm", "extractive": who answered
 
     @property
     def scope(self) -> Scope:
@@ -331,26 +335,47 @@ def answered_questions(
     out: list[Answered] = []
     for i, question in enumerate(asked):
         shown = content.shown(question)
+        # With a chat model, each answer is a model call on the asker's budget; once it is
+        # spent the offline answerer answers (core.model_budget).
+        answerer = None
+        if settings.CHAT_MODEL and not model_budget.spend(
+            user_id=material.user.pk, feature="studio"
+        ):
+            answerer = ExtractiveAnswerer()
         try:
             checked, _finished = answer_once(
                 user=material.user, notebook=material.notebook, question=question["text"],
-                selection=material.selection,
+                selection=material.selection, answerer=answerer,
             )  # fmt: skip
         except AnswerError:
             continue
         if checked.grounding != "cited" or not checked.citations:
             continue
+        material.answered_by.add(answerer.name if answerer else get_answerer().name)
         first = checked.citations[0]
         out.append(
             Answered(
                 shown,
-                cites.adopt(checked.content, checked.citations),
+                cites.adopt(_backed_only(checked.content, checked.unbacked), checked.citations),
                 str(first.get("quote", "")),
                 first,
             )
         )
         beat("answers", start + (end - start) * (i + 1) // max(1, len(asked)))
     return out
+
+
+def _backed_only(text: str, unbacked: list[dict[str, Any]]) -> str:
+    """A chat model's answer without the sentences no passage backs (chat.claims found them;
+    the chat shows them flagged, Studio leaves them out)."""
+    out, pos = [], 0
+    for span in sorted(unbacked, key=lambda s: int(s["start"])):
+        start, end = int(span["start"]), int(span["end"])
+        if start >= pos:
+            out.append(text[pos:start])
+            pos = end
+    out.append(text[pos:])
+    return re.sub(r"[ \t]+\n", "\n", "".join(out)).strip()
 
 
 # --- The outputs ---------------------------------------------------------------------------
@@ -427,10 +452,10 @@ def _read(text: str, languages: list[str] | None) -> tuple[datetime, datetime] |
 
     readings = []
     for base in _BASES:
-        settings = {"RELATIVE_BASE": base, "PREFER_DAY_OF_MONTH": "current",
+        options = {"RELATIVE_BASE": base, "PREFER_DAY_OF_MONTH": "current",
                     "RETURN_AS_TIMEZONE_AWARE": False, "REQUIRE_PARTS": ["year"]}  # fmt: skip
         try:
-            found = parse(text, languages=languages, settings=settings)
+            found = parse(text, languages=languages, settings=options)
         except Exception:  # dateparser refuses some languages and odd input: no date then
             return None
         if found is None:
@@ -475,9 +500,9 @@ def _dated(text: str, language: str) -> tuple[date, str] | None:
     from dateparser.search import search_dates
 
     languages = [language] if language else None
-    settings = {"RETURN_AS_TIMEZONE_AWARE": False, "REQUIRE_PARTS": ["year"]}
+    options = {"RETURN_AS_TIMEZONE_AWARE": False, "REQUIRE_PARTS": ["year"]}
     try:
-        found = search_dates(text, languages=languages, settings=settings) or []
+        found = search_dates(text, languages=languages, settings=options) or []
     except Exception:  # see _read
         return None
     for said, _when in found:

@@ -117,7 +117,7 @@ def output_write(*, output_id: int, token: int) -> None:
         run.end(
             status=Status.READY, content=written, progress=100, stage="", error="", title=title,
             generator=StudioOutput.Generator.OFFLINE, ready_at=timezone.now(),
-            model=_answer_model(output),
+            model=str(settings.CHAT_MODEL) if "llm" in found.answered_by else "",
         )  # fmt: skip
     except Superseded:
         logger.info("studio output %s run %s was superseded; stopping", output_id, token)
@@ -141,9 +141,3 @@ def _default_title(output: StudioOutput, about: str) -> str:
     with translation.override(output.language or settings.LANGUAGE_CODE):
         kind = str(StudioOutput.Kind(output.kind).label)
         return f"{kind}: {about}"[:200]
-
-
-def _answer_model(output: StudioOutput) -> str:
-    """The chat model that answered an FAQ's or a study guide's questions, if one did."""
-    answers = output.kind in (StudioOutput.Kind.FAQ, StudioOutput.Kind.STUDY_GUIDE)
-    return str(settings.CHAT_MODEL or "") if answers else ""

@@ -1,0 +1,61 @@
+"""Studio with a chat model (a local fake server speaking OpenAI's protocol): the FAQ's answers
+are the model's, each sentence checked against the passage it cites (an embellishing model's
+invented claims never become statements), the output names the model; with the model-call
+budget spent the offline answerer answers instead and no model is named."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.llm import forget_servers
+from grounding.citations import MARKER
+from studio import services
+from tests.fake_chat import FABRICATED, fake_chat_server
+
+pytestmark = pytest.mark.django_db
+
+
+def faq(library):
+    output = services.output_create(user=library.alice, notebook_id=library.book.pk, kind="faq")
+    services.output_write(output_id=output.pk, token=output.token)
+    output.refresh_from_db()
+    return output
+
+
+@pytest.mark.parametrize("profile", ["strict", "embellish"])
+def test_the_models_answers_are_checked_sentence_by_sentence(library, settings, profile):
+    forget_servers()
+    with fake_chat_server(profile) as server:
+        settings.CHAT_MODEL = "fake-model"
+        settings.OPENAI_BASE_URL = f"{server.url}/v1"
+        settings.OPENAI_API_KEY = "test-key"
+        output = faq(library)
+    forget_servers()
+    assert output.status == "ready", output.error
+    assert output.model == "fake-model"
+    assert server.requests  # the model was asked
+    items = output.content["sections"][0]["items"]
+    assert items
+    quotes = {c["n"]: c["quote"] for c in output.content["citations"]}
+    for item in items:
+        assert MARKER.search(item["text"])
+        # What is left of each answer is what its quotes back: no invented claim survives.
+        assert FABRICATED[:40] not in item["text"]
+        assert "Napoleon" not in item["text"]
+        assert all(int(n) in quotes for n in MARKER.findall(item["text"]))
+
+
+def test_a_spent_budget_answers_offline(library, settings):
+    forget_servers()
+    with fake_chat_server() as server:
+        settings.CHAT_MODEL = "fake-model"
+        settings.OPENAI_BASE_URL = f"{server.url}/v1"
+        settings.OPENAI_API_KEY = "test-key"
+        settings.MODEL_CALL_BUDGET = "1/h"  # one answer by the model, the rest offline
+        output = faq(library)
+    forget_servers()
+    assert output.status == "ready", output.error
+    assert output.model == "fake-model"  # the one answer the budget allowed
+    assert len(output.content["sections"][0]["items"]) > 1  # the others answered offline
+    asked = {str(b["messages"][-1]["content"])[:80] for b in server.bodies if b.get("tools")}
+    assert len(asked) == 1, asked

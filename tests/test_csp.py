@@ -73,6 +73,7 @@ FILL = {
     "token_id": "token",
     "memory_id": "memory",
     "member_id": "member",
+    "output_id": "output",
     # Alice's password-reset link.
     "uidb64": "reset_uid",
     "token": "reset_token",
@@ -149,10 +150,27 @@ def alices_objects(alice) -> dict[str, int | str]:
         "memory": Memory.objects.create(
             owner=alice, notebook=notebook, kind="preference", text="I prefer <b>tables</b>."
         ).pk,
+        "output": _studio_output(notebook, alice, attachment.pk),
         "reset_uid": urlsafe_base64_encode(force_bytes(alice.pk)),
         "reset_token": default_token_generator.make_token(alice),
         "member": _member_of(notebook, alice),
     }
+
+
+def _studio_output(notebook, owner, attachment_id: int) -> int:
+    """A ready Studio output (flashcards: its CSV is a route too) whose text holds markup."""
+    from studio.models import StudioOutput
+
+    citation = {"n": 1, "kind": "document", "attachment_id": attachment_id, "file": "a.pdf",
+                "page": 1, "quote": "<b>bold</b>"}  # fmt: skip
+    cards = [{"front": "<i>front</i>", "back": "<b>bold</b> [1]"}]
+    return int(
+        StudioOutput.objects.create(
+            notebook=notebook, created_by=owner, kind="flashcards", title="<b>Cards</b>",
+            status="ready", token=1,
+            content={"sections": [{"heading": "H", "items": cards}], "citations": [citation]},
+        ).pk
+    )  # fmt: skip
 
 
 def _member_of(notebook, owner) -> int:

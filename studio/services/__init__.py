@@ -1,5 +1,6 @@
 """Studio's use cases: asking for outputs (scheduling) and writing them (writing)."""
 
+from studio.services.audio import output_speak
 from studio.services.scheduling import (
     output_cancel,
     output_create,
@@ -15,5 +16,6 @@ __all__ = [
     "output_delete",
     "output_regenerate",
     "output_rename",
+    "output_speak",
     "output_write",
 ]

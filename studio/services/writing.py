@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
-from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError, connection
@@ -21,7 +19,9 @@ from attachments.models import NoteAttachment
 from core.embeddings import EmbeddingError
 from notes.models import Note
 from studio.models import StudioOutput
+from studio.services import audio
 from studio.services.building import BUILDERS, Material
+from studio.services.runs import Run, Superseded
 
 logger = logging.getLogger(__name__)
 Status = StudioOutput.Status
@@ -35,38 +35,7 @@ TOO_LONG = gettext_noop("Writing this output took too long and was stopped.")
 FAILED = gettext_noop("Writing this output failed unexpectedly. The server log has details.")
 
 
-class Superseded(Exception):
-    """The output was cancelled, asked for again or deleted: this run must stop writing."""
-
-
-class _Run:
-    def __init__(self, output: StudioOutput) -> None:
-        self.output = output
-        self.token = output.token
-        self.timings: dict[str, float] = {}
-        self._started = time.monotonic()
-        self._last = 0.0
-
-    def _rows(self) -> Any:
-        return StudioOutput.objects.filter(
-            pk=self.output.pk, token=self.token, status=Status.PROCESSING
-        )
-
-    def beat(self, stage: str, percent: int) -> None:
-        """Say the run is alive and how far it got; stop if it no longer owns the row."""
-        now = time.monotonic()
-        self.timings[stage] = round(now - self._started, 3)
-        fields: dict[str, Any] = {"heartbeat_at": timezone.now()}
-        if now - self._last >= 0.5 or percent >= 90:  # progress at most twice a second
-            fields.update(progress=max(0, min(99, percent)), stage=stage[:40])
-            self._last = now
-        if not self._rows().update(**fields):
-            raise Superseded
-
-    def end(self, **fields: Any) -> None:
-        self.timings["total"] = round(time.monotonic() - self._started, 3)
-        if not self._rows().update(timings=self.timings, heartbeat_at=timezone.now(), **fields):
-            raise Superseded
+_BUILDERS = {**BUILDERS, StudioOutput.Kind.AUDIO.value: audio.script}
 
 
 def material(output: StudioOutput) -> Material:
@@ -102,22 +71,29 @@ def output_write(*, output_id: int, token: int) -> None:
         logger.info("studio output %s run %s: taken, cancelled or superseded", output_id, token)
         return
     output = StudioOutput.objects.select_related("notebook__owner", "created_by").get(pk=output_id)
-    run = _Run(output)
+    run = Run(output)
     try:
         found = material(output)
         if not found.files:
             run.end(status=Status.FAILED, error=NO_SOURCES, progress=0, stage="")
             return
         with translation.override(output.language or settings.LANGUAGE_CODE):
-            written = BUILDERS[output.kind](found, run.beat)
+            written = _BUILDERS[output.kind](found, run.beat)
         if not any(section["items"] for section in written["sections"]):
             run.end(status=Status.FAILED, error=EMPTY, progress=0, stage="")
             return
         title = output.title or _default_title(output, found.title)
+        model = str(settings.CHAT_MODEL) if "llm" in found.answered_by else ""
+        if output.kind == StudioOutput.Kind.AUDIO:  # its speech comes next, in slices
+            run.save(content=written, title=title, model=model, stage="speech", progress=35)
+            output.content = written
+            with translation.override(output.language or settings.LANGUAGE_CODE):
+                audio.guarded(output, run, lambda: audio.speak(output, run))
+            return
         run.end(
             status=Status.READY, content=written, progress=100, stage="", error="", title=title,
             generator=StudioOutput.Generator.OFFLINE, ready_at=timezone.now(),
-            model=str(settings.CHAT_MODEL) if "llm" in found.answered_by else "",
+            model=model,
         )  # fmt: skip
     except Superseded:
         logger.info("studio output %s run %s was superseded; stopping", output_id, token)

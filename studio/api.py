@@ -3,7 +3,7 @@ request.user (another user's output answers 404, like a missing one)."""
 
 from __future__ import annotations
 
-from django.http import Http404
+from django.http import FileResponse, Http404
 from ninja import Router, Status
 
 from chat.selection import SourceUnavailable
@@ -70,3 +70,14 @@ def cancel_output(request: AuthenticatedHttpRequest, output_id: Id) -> StudioOut
 def delete_output(request: AuthenticatedHttpRequest, output_id: Id) -> Status[None]:
     services.output_delete(user=request.user, output_id=output_id)
     return Status(204, None)
+
+
+@router.get("/studio/{output_id}/audio", response={200: None})
+def audio_output(request: AuthenticatedHttpRequest, output_id: Id) -> FileResponse:
+    """An audio overview's MP3 (404 while it has none)."""
+    output = selectors.output_get(user=request.user, output_id=output_id)
+    if not output.audio:
+        raise Http404("This output has no audio.")
+    response = FileResponse(output.audio.open("rb"), content_type="audio/mpeg")
+    response["X-Content-Type-Options"] = "nosniff"
+    return response

@@ -81,5 +81,27 @@ def stage_label(stage: str) -> str:
         "dates": _("Looking for dates…"),
         "outline": _("Drawing the outline…"),
         "topics": _("Placing the key topics…"),
+        "script": _("Writing the script…"),
+        "speech": _("Speaking…"),
+        "encoding": _("Making the audio file…"),
     }
     return labels.get(stage, _("Starting…"))
+
+
+def clock(seconds: object) -> str:
+    """Seconds as m:ss (h:mm:ss past an hour); "" for anything else."""
+    if not isinstance(seconds, int | float) or seconds < 0:
+        return ""
+    whole = int(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def speaker_label(line: dict[str, Any], *, conversation: bool) -> str:
+    """Who says a line of an audio overview: two hosts in a conversation; offline, the host
+    who frames it and the reader of the quotes."""
+    second = line.get("speaker") == 1
+    if conversation:
+        return _("Host B") if second else _("Host A")
+    return _("Reader") if second else _("Host")

@@ -8,7 +8,9 @@ from ninja import Field, Schema
 from core.params import Id
 from studio.models import StudioOutput
 
-Kind = Literal["briefing", "study_guide", "faq", "timeline", "mind_map", "flashcards", "quiz"]
+Kind = Literal[
+    "briefing", "study_guide", "faq", "timeline", "mind_map", "flashcards", "quiz", "audio"
+]
 
 
 class StudioOutputIn(Schema):
@@ -40,6 +42,13 @@ class StudioOutputOut(Schema):
     created_at: datetime
     ready_at: datetime | None
     timings: dict[str, float]
+    audio_url: str | None = Field(
+        description="An audio overview's MP3 (GET /api/studio/{id}/audio) once it is ready."
+    )
+
+    @staticmethod
+    def resolve_audio_url(obj: StudioOutput) -> str | None:
+        return f"/api/studio/{obj.pk}/audio" if obj.audio else None
 
     @staticmethod
     def resolve_created_by(obj: StudioOutput) -> str | None:
@@ -49,5 +58,7 @@ class StudioOutputOut(Schema):
 class StudioOutputDetail(StudioOutputOut):
     content: dict[str, Any] = Field(
         description="sections (heading, items) and citations (n, file, page, quote); each "
-        "item's [n] markers name a citation whose quote was found on its page."
+        "item's [n] markers name a citation whose quote was found on its page. An audio "
+        "overview's items are its transcript's lines (speaker 0 or 1, text, start and end in "
+        "seconds; cited false for a frame), and `audio` holds its length and engine."
     )

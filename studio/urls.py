@@ -14,4 +14,5 @@ urlpatterns = [
     path("studio/<int:output_id>/cancel/", views.output_cancel, name="cancel"),
     path("studio/<int:output_id>/rename/", views.output_rename, name="rename"),
     path("studio/<int:output_id>/delete/", views.output_delete, name="delete"),
+    path("studio/<int:output_id>/audio.mp3", views.output_audio, name="audio"),
 ]

@@ -10,19 +10,20 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import HttpResponse
+from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
+from attachments.validation import download_name
 from core.types import AuthenticatedHttpRequest
 from notes.models import Role
 from notes.selectors import notebook_get, notebook_role, role_allows
 from studio import selectors, services
 from studio.models import StudioOutput
-from studio.rendering import Shown, ask_text, date_label
+from studio.rendering import Shown, ask_text, clock, date_label, speaker_label
 
 KINDS = [
     StudioOutput.Kind.BRIEFING,
@@ -32,6 +33,7 @@ KINDS = [
     StudioOutput.Kind.MIND_MAP,
     StudioOutput.Kind.FLASHCARDS,
     StudioOutput.Kind.QUIZ,
+    StudioOutput.Kind.AUDIO,
 ]
 
 
@@ -168,6 +170,24 @@ def output_delete(request: AuthenticatedHttpRequest, output_id: int) -> HttpResp
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 
 
+@login_required
+@require_http_methods(["GET"])
+def output_audio(request: AuthenticatedHttpRequest, output_id: int) -> FileResponse:
+    """An audio overview's MP3 (404 while it has none); `?download=1` saves it."""
+    output = selectors.output_get(user=request.user, output_id=output_id)
+    if not output.audio:
+        raise Http404("No audio")
+    response = FileResponse(
+        output.audio.open("rb"),
+        content_type="audio/mpeg",
+        as_attachment=request.GET.get("download") == "1",
+        filename=download_name(output.title or "audio-overview", ".mp3"),
+    )
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Cache-Control"] = "private, max-age=3600"
+    return response
+
+
 # --- The body of a ready output, by kind
 
 
@@ -188,9 +208,16 @@ def _body(output: StudioOutput, shown: Shown) -> dict[str, Any]:
                 row["date"] = date_label(item)
             if output.kind == StudioOutput.Kind.QUIZ:
                 row["options"] = list(enumerate(item.get("options") or []))
+            if output.kind == StudioOutput.Kind.AUDIO:
+                row["time"] = clock(item.get("start"))
+                row["speaker"] = speaker_label(item, conversation=bool(output.model))
             items.append(row)
         sections.append({"heading": section.get("heading", ""), "items": items})
-    return {"sections": sections}
+    body: dict[str, Any] = {"sections": sections}
+    if output.kind == StudioOutput.Kind.AUDIO:
+        spoken = output.content.get("audio") or {}
+        body.update(length=clock(spoken.get("seconds")), engine=str(spoken.get("engine", "")))
+    return body
 
 
 def _node(node: dict[str, Any], shown: Shown, *, topic: bool) -> dict[str, Any]:

@@ -816,18 +816,25 @@ def test_a_members_private_conversation_and_memory_never_reach_the_owner(
 # --- Studio ----------------------------------------------------------------------------------
 
 
-def test_studio_outputs_never_carry_anything_of_bobs(world, alice_client, alice_api):
+def test_studio_outputs_never_carry_anything_of_bobs(world, alice_client, alice_api, settings):
     """Every kind of Studio output Alice makes of her notebook (offline: search, definitions,
-    the chat's answers) holds nothing of Bob's, on its page, in the API and in its downloads;
-    one whose stored scope names Bob's sources (a hand-edited row) reads only her notebook;
-    Bob's outputs answer her 404."""
+    the chat's answers; the audio overview spoken by a local speech server) holds nothing of
+    Bob's, on its page, in the API and in its downloads; one whose stored scope names Bob's
+    sources (a hand-edited row) reads only her notebook; Bob's outputs answer her 404."""
+    from core.transcription import sniff_audio_bytes
     from studio import services as studio
     from studio.models import StudioOutput
+    from tests.fake_speech import fake_speech_server
 
+    settings.MEDIA_ROOT = world.media
+    settings.STUDIO_SPEECH_SLICE_SECONDS = 600.0  # the overview is spoken in one job
     outputs = []
     for kind in StudioOutput.Kind.values:
         output = studio.output_create(user=world.alice, notebook_id=world.book.pk, kind=kind)
-        studio.output_write(output_id=output.pk, token=output.token)
+        with fake_speech_server() as speaker:
+            settings.SPEECH_MODEL, settings.SPEECH_BASE_URL = "fake-tts", speaker.url
+            studio.output_write(output_id=output.pk, token=output.token)
+        assert_nothing_of_bobs(json.dumps(speaker.requests), f"the speech of Alice's {kind}")
         output.refresh_from_db()
         assert output.status in ("ready", "failed"), (kind, output.error)
         assert_nothing_of_bobs(json.dumps(output.content), f"Alice's {kind}")
@@ -853,10 +860,16 @@ def test_studio_outputs_never_carry_anything_of_bobs(world, alice_client, alice_
             urls += [f"/studio/{output.pk}/export.md", f"/api/studio/{output.pk}/export"]
             if output.kind in ("flashcards", "quiz"):
                 urls.append(f"/studio/{output.pk}/cards.csv")
+            if output.kind == "audio":
+                urls += [f"/studio/{output.pk}/audio.mp3", f"/api/studio/{output.pk}/audio"]
         for url in urls:
             client = alice_api if url.startswith("/api/") else alice_client
             response = client.get(url)
             assert response.status_code == 200, url
+            if response.streaming:  # the MP3: spoken from her transcript, checked above
+                head = b"".join(response.streaming_content)[:64]
+                assert sniff_audio_bytes(head) == "mp3", url
+                continue
             assert_nothing_of_bobs(response.content.decode(), url)
     bobs = studio.output_create(user=world.bob, notebook_id=world.bobs_book.pk, kind="briefing")
     studio.output_write(output_id=bobs.pk, token=bobs.token)
@@ -864,6 +877,7 @@ def test_studio_outputs_never_carry_anything_of_bobs(world, alice_client, alice_
     assert "natbib.pdf" in json.dumps(bobs.content)  # the control: his has his
     for url in (f"/studio/{bobs.pk}/", f"/studio/{bobs.pk}/export.md", f"/api/studio/{bobs.pk}",
                 f"/api/studio/{bobs.pk}/export", f"/notebooks/{world.bobs_book.pk}/studio/",
+                f"/studio/{bobs.pk}/audio.mp3", f"/api/studio/{bobs.pk}/audio",
                 f"/api/notebooks/{world.bobs_book.pk}/studio"):  # fmt: skip
         client = alice_api if url.startswith("/api/") else alice_client
         response = client.get(url)

@@ -159,18 +159,20 @@ def alices_objects(alice) -> dict[str, int | str]:
 
 def _studio_output(notebook, owner, attachment_id: int) -> int:
     """A ready Studio output (flashcards: its CSV is a route too) whose text holds markup."""
+    from django.core.files.base import ContentFile
+
     from studio.models import StudioOutput
 
     citation = {"n": 1, "kind": "document", "attachment_id": attachment_id, "file": "a.pdf",
                 "page": 1, "quote": "<b>bold</b>"}  # fmt: skip
     cards = [{"front": "<i>front</i>", "back": "<b>bold</b> [1]"}]
-    return int(
-        StudioOutput.objects.create(
-            notebook=notebook, created_by=owner, kind="flashcards", title="<b>Cards</b>",
-            status="ready", token=1,
-            content={"sections": [{"heading": "H", "items": cards}], "citations": [citation]},
-        ).pk
+    output = StudioOutput.objects.create(
+        notebook=notebook, created_by=owner, kind="flashcards", title="<b>Cards</b>",
+        status="ready", token=1,
+        content={"sections": [{"heading": "H", "items": cards}], "citations": [citation]},
     )  # fmt: skip
+    output.audio.save("overview.mp3", ContentFile(b"ID3 audio"), save=True)  # its MP3 route
+    return int(output.pk)
 
 
 def _member_of(notebook, owner) -> int:

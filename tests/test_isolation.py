@@ -95,6 +95,7 @@ OBJECT_PAGES = {
     "studio:cancel": ("output", ["POST"]),
     "studio:rename": ("output", ["POST"]),
     "studio:delete": ("output", ["GET", "POST"]),
+    "studio:audio": ("output", ["GET"]),
 }
 # Pages without an object id: they must still require a login.
 PLAIN_PAGES = {
@@ -175,6 +176,10 @@ def bobs_objects(bob, bob_notebook, bob_note, bob_attachment):
             {"n": 1, "kind": "document", "attachment_id": bob_attachment.pk, "file": "b.pdf",
              "page": 1, "quote": "Bob's back"}]},
     )  # fmt: skip
+    # With an MP3 (an audio overview's file route): its 404 for Alice is not for want of one.
+    from django.core.files.base import ContentFile
+
+    output.audio.save("bobs-overview.mp3", ContentFile(b"ID3 Bob's audio"), save=True)
     return {
         "output": output.pk,
         "notebook": bob_notebook.pk,
@@ -417,6 +422,7 @@ API_WITH_IDS = {
     ("POST", "/api/studio/{output_id}/regenerate"),
     ("POST", "/api/studio/{output_id}/cancel"),
     ("GET", "/api/studio/{output_id}/export"),
+    ("GET", "/api/studio/{output_id}/audio"),
 }
 # Search takes ids as filters, not in its path; tests/attachments/test_search.py covers them.
 API_WITHOUT_IDS = {

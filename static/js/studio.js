@@ -1,4 +1,5 @@
-// Studio output pages: the mind map (a WAI-ARIA tree: arrow keys move and open or close,
+// Studio output pages: the audio overview's player and transcript (a line's time plays from
+// there), the mind map (a WAI-ARIA tree: arrow keys move and open or close,
 // Enter asks the chat about a node; expand/collapse all; zoom; drag to pan) and the quiz
 // (check and score in the page). Flashcards turn over as <details>, without script. Source
 // text reaches the page escaped by the server: nothing here builds markup from it.
@@ -136,7 +137,33 @@
     });
   }
 
+  // --- Audio overview: a line's time plays from there; the line being spoken is marked.
+  function wireAudio(box) {
+    const player = box.querySelector("[data-audio-player]");
+    const lines = Array.prototype.slice.call(box.querySelectorAll(".transcript-line"));
+    if (!player) return;
+    box.addEventListener("click", function (event) {
+      const seek = event.target.closest("[data-seek]");
+      if (!seek) return;
+      player.currentTime = Number(seek.dataset.seek) || 0;
+      const playing = player.play();
+      if (playing && playing.catch) playing.catch(function () {});
+    });
+    player.addEventListener("timeupdate", function () {
+      const now = player.currentTime;
+      lines.forEach(function (line) {
+        const on = now >= Number(line.dataset.start) && now < Number(line.dataset.end) + 0.4;
+        if (on) line.setAttribute("aria-current", "true");
+        else line.removeAttribute("aria-current");
+      });
+    });
+  }
+
   function wire(root) {
+    root.querySelectorAll("[data-audio-overview]:not([data-wired])").forEach(function (box) {
+      box.setAttribute("data-wired", "");
+      wireAudio(box);
+    });
     root.querySelectorAll("[data-mind-map]:not([data-wired])").forEach(function (map) {
       map.setAttribute("data-wired", "");
       wireMap(map);

@@ -35,9 +35,6 @@ TOO_LONG = gettext_noop("Writing this output took too long and was stopped.")
 FAILED = gettext_noop("Writing this output failed unexpectedly. The server log has details.")
 
 
-_BUILDERS = {**BUILDERS, StudioOutput.Kind.AUDIO.value: audio.script}
-
-
 def material(output: StudioOutput) -> Material:
     """The ready documents and live notes the output is written from (its scope, read now)."""
     files = NoteAttachment.objects.filter(
@@ -78,7 +75,10 @@ def output_write(*, output_id: int, token: int) -> None:
             run.end(status=Status.FAILED, error=NO_SOURCES, progress=0, stage="")
             return
         with translation.override(output.language or settings.LANGUAGE_CODE):
-            written = _BUILDERS[output.kind](found, run.beat)
+            build = (
+                audio.script if output.kind == StudioOutput.Kind.AUDIO else BUILDERS[output.kind]
+            )
+            written = build(found, run.beat)
         if not any(section["items"] for section in written["sections"]):
             run.end(status=Status.FAILED, error=EMPTY, progress=0, stage="")
             return

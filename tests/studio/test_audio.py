@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 import soundfile
 from django.core.files.storage import default_storage
+from django.test import Client
+from django.urls import reverse
 from django.utils import timezone
 
 from core import fencing
@@ -20,6 +22,7 @@ from grounding.citations import MARKER
 from studio import services
 from studio.models import StudioOutput
 from studio.services import audio
+from tests.factories import UserFactory
 from tests.fake_speech import fake_speech_server
 from tests.studio.test_outputs import assert_every_citation_verified, assert_no_boilerplate
 
@@ -78,17 +81,17 @@ def lines(output: StudioOutput) -> list[dict[str, Any]]:
 
 
 def test_offline_overview_is_the_briefing_read_by_two_piper_voices(library, settings):
-    settings.STUDIO_SPEECH_SLICE_SECONDS = 3.0
+    settings.STUDIO_SPEECH_SLICE_SECONDS = 0.0  # one line per job
     others = f'["attachment:{library.bees.pk}", "attachment:{library.sailing.pk}"]'
     output = create(library, excluded=others)  # the history alone: a short overview
     services.output_write(output_id=output.pk, token=output.token)
     ran = drain(output)
     output.refresh_from_db()
     assert output.status == "ready", output.error
-    assert ran >= 1  # spoken over more than one job
     assert str(output.audio.name).endswith(".mp3")
     seconds, _rate = decoded(output)
     said = lines(output)
+    assert ran == len(said) - 1  # the first line by the writing job, then a job per line
     # The file is as long as the transcript says, and the lines follow each other.
     assert seconds == pytest.approx(output.content["audio"]["seconds"], abs=0.2)
     assert said[-1]["end"] <= seconds + 0.1
@@ -233,3 +236,56 @@ def test_a_lost_slice_is_requeued_by_the_reaper(library, speech_server, settings
     drain(output)
     output.refresh_from_db()
     assert output.status == "ready", output.error
+
+
+def spoken(library) -> StudioOutput:
+    output = create(library)
+    services.output_write(output_id=output.pk, token=output.token)
+    drain(output)
+    output.refresh_from_db()
+    assert output.status == "ready", output.error
+    return output
+
+
+def test_the_page_plays_the_overview_with_its_transcript_and_a_download(library, speech_server):
+    output = spoken(library)
+    bob = UserFactory.create()
+    alice, stranger = Client(), Client()
+    alice.force_login(library.alice)
+    stranger.force_login(bob)
+    page = alice.get(reverse("studio:output", args=[output.pk])).content.decode()
+    audio_url = reverse("studio:audio", args=[output.pk])
+    assert f'src="{audio_url}"' in page
+    assert f'href="{audio_url}?download=1"' in page
+    said = lines(output)
+    assert page.count('data-testid="transcript-line"') == len(said)
+    # Each line's time button seeks to where the file says it starts.
+    for line in said[:3]:
+        assert f'data-seek="{line["start"]}"' in page
+    assert "cite-chip" in page  # the quotes' citations open the viewer
+    assert output.content["audio"]["engine"] in page
+
+    response = alice.get(audio_url)
+    assert response.status_code == 200
+    assert response["Content-Type"] == "audio/mpeg"
+    data = b"".join(response.streaming_content)
+    assert soundfile.info(io.BytesIO(data)).duration == pytest.approx(
+        output.content["audio"]["seconds"], abs=0.2
+    )
+    saved = alice.get(audio_url + "?download=1")
+    assert saved["Content-Disposition"].startswith("attachment")
+    # Someone else's overview does not exist for them, page, file or API.
+    assert stranger.get(audio_url).status_code == 404
+    assert stranger.get(f"/api/studio/{output.pk}/audio").status_code == 404
+    api = alice.get(f"/api/studio/{output.pk}")
+    assert api.json()["audio_url"] == f"/api/studio/{output.pk}/audio"
+    assert alice.get(f"/api/studio/{output.pk}/audio")["Content-Type"] == "audio/mpeg"
+
+
+def test_an_overview_without_audio_yet_has_no_file(library, speech_server):
+    speech_server.hang = 0.0
+    output = create(library)  # queued, not spoken
+    client = Client()
+    client.force_login(library.alice)
+    assert client.get(reverse("studio:audio", args=[output.pk])).status_code == 404
+    assert client.get(f"/api/studio/{output.pk}").json()["audio_url"] is None

@@ -54,6 +54,15 @@ def make(page: Page, kind: str, worker: Worker) -> None:
         raise AssertionError(f"not written; worker log:\n{worker.tail()}") from None
 
 
+def until(page: Page, condition: str, seconds: float = 15.0) -> None:
+    """Poll a JavaScript condition (wait_for_function evaluates strings, which the CSP forbids)."""
+    for _ in range(int(seconds * 10)):
+        if page.evaluate(condition):
+            return
+        page.wait_for_timeout(100)
+    raise AssertionError(f"never true: {condition}")
+
+
 def no_overflow(page: Page) -> None:
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
 
@@ -166,3 +175,63 @@ def test_mind_map_quiz_and_flashcards_by_keyboard_and_touch_sizes(
     no_overflow(page)
     shoot(page, "studio-390-output")
     assert errors == []
+
+
+def test_audio_overview_plays_with_its_transcript(
+    chat_page: Page, errors: list[str], notebook, worker: Worker
+) -> None:
+    """Made offline by the worker (Piper, in slices that are each a job), the overview plays in
+    the page: its length is the file's, a line's time plays from there and marks the line; the
+    MP3 it downloads decodes to that length; at 390 px nothing overflows."""
+    import io
+
+    import soundfile
+
+    page = chat_page
+    page.set_viewport_size({"width": 1366, "height": 900})
+    login(page, "erin", PASSWORD)
+    page.goto(f"/notebooks/{notebook.pk}/")
+    pane = page.locator("#pane-studio")
+    pane.get_by_test_id("studio-audio").click()
+    row = pane.locator('[data-testid=studio-row][data-kind="audio"]').first
+    try:
+        expect(row).to_have_attribute("data-status", "ready", timeout=3 * WRITTEN)
+    except AssertionError:
+        worker.check_alive()
+        raise AssertionError(f"not spoken; worker log:\n{worker.tail()}") from None
+    row.locator("a.studio-title").click()
+    player = page.get_by_test_id("audio-player")
+    expect(player).to_be_visible()
+    output = StudioOutput.objects.get(kind="audio")
+    seconds = output.content["audio"]["seconds"]
+    until(page, "document.querySelector('[data-audio-player]').readyState >= 1")
+    assert page.evaluate("document.querySelector('[data-audio-player]').duration") == (
+        pytest.approx(seconds, abs=0.3)
+    )
+    lines = page.get_by_test_id("transcript-line")
+    assert lines.count() == len(output.content["sections"][0]["items"])
+    second = lines.nth(2)
+    start = float(second.get_attribute("data-start") or 0)
+    second.locator("[data-seek]").click()
+    until(page, f"document.querySelector('[data-audio-player]').currentTime >= {start}")
+    expect(second).to_have_attribute("aria-current", "true")
+    page.evaluate("document.querySelector('[data-audio-player]').pause()")
+    expect(page.get_by_test_id("audio-length")).to_contain_text("Piper")
+    shoot(page, "studio-1366-audio")
+    # A quote's citation opens the viewer at its page.
+    page.locator(".transcript-line [data-testid=citation-chip]").first.click()
+    expect(page.get_by_test_id("pdf-viewer")).to_be_visible()
+    page.keyboard.press("Escape")
+
+    saved = page.request.get(page.get_by_test_id("studio-mp3").get_attribute("href") or "")
+    assert saved.ok
+    assert saved.headers["content-type"] == "audio/mpeg"
+    info = soundfile.info(io.BytesIO(saved.body()))
+    assert info.duration == pytest.approx(seconds, abs=0.2)
+
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.reload()
+    expect(page.get_by_test_id("audio-player")).to_be_visible()
+    no_overflow(page)
+    shoot(page, "studio-390-audio")
+    assert not errors, errors

@@ -5,6 +5,8 @@ budget spent the offline answerer answers instead and no model is named."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from core.llm import forget_servers
@@ -59,3 +61,72 @@ def test_a_spent_budget_answers_offline(library, settings):
     assert len(output.content["sections"][0]["items"]) > 1  # the others answered offline
     asked = {str(b["messages"][-1]["content"])[:80] for b in server.bodies if b.get("tools")}
     assert len(asked) == 1, asked
+
+
+def _dialogue(view):
+    """The hosts' lines for the statements the request lists: true ones citing them, a
+    question, and two invented claims (one citing [1], one citing nothing)."""
+    from tests.fake_chat import Metadata
+
+    user = next(m["content"] for m in view["messages"] if m["role"] == "user")
+    said = re.findall(r"^\[(\d+)\] (.+)$", str(user), re.MULTILINE)
+    lines = [{"speaker": "A", "text": "What do the sources say first?"}]
+    for i, (n, text) in enumerate(said[:6]):
+        lines.append({"speaker": "B" if i % 2 else "A", "text": f"{text} [{n}]"})
+    lines.insert(2, {"speaker": "A", "text": f"Napoleon crossed the Alps with {FABRICATED} [1]"})
+    lines.append({"speaker": "B", "text": "Napoleon invented the movable-frame hive in 1805."})
+    return Metadata({"lines": lines})
+
+
+def test_an_audio_overview_is_a_conversation_whose_lines_their_quotes_back(library, settings):
+    from tests.fake_speech import fake_speech_server
+
+    forget_servers()
+    with fake_chat_server() as server, fake_speech_server() as speaker:
+        server.respond = _dialogue
+        settings.CHAT_MODEL = "fake-model"
+        settings.OPENAI_BASE_URL = f"{server.url}/v1"
+        settings.OPENAI_API_KEY = "test-key"
+        settings.SPEECH_MODEL, settings.SPEECH_BASE_URL = "fake-tts", speaker.url
+        settings.STUDIO_SPEECH_SLICE_SECONDS = 600.0
+        output = services.output_create(
+            user=library.alice, notebook_id=library.book.pk, kind="audio"
+        )
+        services.output_write(output_id=output.pk, token=output.token)
+    forget_servers()
+    output.refresh_from_db()
+    assert output.status == "ready", output.error
+    assert output.model == "fake-model"
+    lines = output.content["sections"][0]["items"]
+    text = " ".join(line["text"] for line in lines)
+    assert "Napoleon" not in text  # neither invented line survives
+    assert "What do the sources say first?" in text
+    assert {line["speaker"] for line in lines} == {0, 1}
+    cited = [line for line in lines if line.get("cited", True)]
+    assert len(cited) >= 4
+    assert all(MARKER.search(line["text"]) for line in cited)
+    assert len(speaker.requests) == len(lines)
+
+
+def test_an_audio_overview_is_narrated_when_the_model_sends_junk(library, settings):
+    from tests.fake_chat import Metadata
+    from tests.fake_speech import fake_speech_server
+
+    forget_servers()
+    with fake_chat_server() as server, fake_speech_server() as speaker:
+        server.respond = lambda view: Metadata("not json at all")
+        settings.CHAT_MODEL = "fake-model"
+        settings.OPENAI_BASE_URL = f"{server.url}/v1"
+        settings.OPENAI_API_KEY = "test-key"
+        settings.SPEECH_MODEL, settings.SPEECH_BASE_URL = "fake-tts", speaker.url
+        settings.STUDIO_SPEECH_SLICE_SECONDS = 600.0
+        output = services.output_create(
+            user=library.alice, notebook_id=library.book.pk, kind="audio"
+        )
+        services.output_write(output_id=output.pk, token=output.token)
+    forget_servers()
+    output.refresh_from_db()
+    assert output.status == "ready", output.error
+    assert output.model == ""  # the narration: nothing of the model's
+    assert server.requests
+    assert output.content["sections"][0]["items"][0]["cited"] is False

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from django.http import HttpResponse, StreamingHttpResponse
 from django.utils.translation import gettext
 from ninja import Router
@@ -9,7 +11,7 @@ from ninja import Router
 from core.params import Id
 from core.types import AuthenticatedHttpRequest
 from exports import bundles
-from exports.responses import markdown_response, zip_response
+from exports.responses import markdown_response, pdf_response, zip_response
 
 router = Router(tags=["exports"])
 
@@ -44,14 +46,21 @@ def export_me(request: AuthenticatedHttpRequest, originals: bool = True) -> Stre
 
 
 @router.get("/studio/{output_id}/export")
-def export_studio_output(request: AuthenticatedHttpRequest, output_id: Id) -> HttpResponse:
+def export_studio_output(
+    request: AuthenticatedHttpRequest, output_id: Id, format: Literal["md", "pdf"] = "md"
+) -> HttpResponse:
     """A ready Studio output as Markdown (text/markdown), citations as footnotes naming file,
-    page and quote; 409 while it is not ready."""
+    page and quote, or with `format=pdf` as PDF; 409 while it is not ready."""
+    if format == "pdf":
+        as_pdf = bundles.studio_pdf_export(user=request.user, output_id=output_id)
+        return pdf_response(*as_pdf) if as_pdf else _not_ready()
     found = bundles.studio_export(user=request.user, output_id=output_id)
-    if found is None:
-        return HttpResponse(
-            gettext("This output is not ready yet."),
-            status=409,
-            content_type="text/plain; charset=utf-8",
-        )
-    return markdown_response(*found)
+    return markdown_response(*found) if found else _not_ready()
+
+
+def _not_ready() -> HttpResponse:
+    return HttpResponse(
+        gettext("This output is not ready yet."),
+        status=409,
+        content_type="text/plain; charset=utf-8",
+    )

@@ -263,6 +263,18 @@ def studio_export(*, user: User, output_id: int) -> tuple[str, str] | None:
     return safe_name(output.title, suffix=".md", fallback="studio"), studio_markdown(output)
 
 
+def studio_pdf_export(*, user: User, output_id: int) -> tuple[str, bytes] | None:
+    """(file name, PDF) of a Studio output of a notebook the user may see (exports.pdf); None
+    while it is not ready; Http404 for anyone else's."""
+    # fpdf2 and fontTools load (a third of a second) only when a PDF is asked for.
+    from exports.pdf import studio_pdf
+
+    output = studio_selectors.output_get(user=user, output_id=output_id)
+    if output.status != StudioOutput.Status.READY:
+        return None
+    return safe_name(output.title, suffix=".pdf", fallback="studio"), studio_pdf(output)
+
+
 def studio_cards(*, user: User, output_id: int) -> tuple[str, list[list[str]]] | None:
     """(file name, CSV rows) of flashcards or a quiz; None while not ready or of another kind."""
     output = studio_selectors.output_get(user=user, output_id=output_id)

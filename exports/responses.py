@@ -1,4 +1,4 @@
-"""The HTTP side of an export: a ZIP streamed as it is written, a Markdown file."""
+"""The HTTP side of an export: a ZIP streamed as it is written, a Markdown, CSV or PDF file."""
 
 from __future__ import annotations
 
@@ -37,6 +37,12 @@ def zip_response(request: HttpRequest, bundle: Bundle) -> StreamingHttpResponse:
 
 def markdown_response(filename: str, text: str) -> HttpResponse:
     response = HttpResponse(text.encode(), content_type="text/markdown; charset=utf-8")
+    _private(response, filename)
+    return response
+
+
+def pdf_response(filename: str, data: bytes) -> HttpResponse:
+    response = HttpResponse(data, content_type="application/pdf")
     _private(response, filename)
     return response
 

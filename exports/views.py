@@ -17,7 +17,7 @@ from django.views.decorators.http import require_http_methods
 from core.types import AuthenticatedHttpRequest
 from exports import bundles, selectors, services
 from exports.forms import AccountDeleteForm
-from exports.responses import csv_response, markdown_response, zip_response
+from exports.responses import csv_response, markdown_response, pdf_response, zip_response
 
 _FLAGS = {"": False, "0": False, "false": False, "1": True, "true": True}
 
@@ -109,6 +109,16 @@ def studio_markdown(request: AuthenticatedHttpRequest, output_id: int) -> HttpRe
     if found is None:
         return _not_ready()
     return markdown_response(*found)
+
+
+@login_required
+@require_http_methods(["GET"])
+def studio_pdf(request: AuthenticatedHttpRequest, output_id: int) -> HttpResponse:
+    """A Studio output as PDF (exports.pdf): its statements, then its sources with quotes."""
+    found = bundles.studio_pdf_export(user=request.user, output_id=output_id)
+    if found is None:
+        return _not_ready()
+    return pdf_response(*found)
 
 
 @login_required

@@ -16,6 +16,7 @@ echo what it asked for, so those are the one place the canary may appear.
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from html import escape
@@ -821,6 +822,8 @@ def test_studio_outputs_never_carry_anything_of_bobs(world, alice_client, alice_
     the chat's answers; the audio overview spoken by a local speech server) holds nothing of
     Bob's, on its page, in the API and in its downloads; one whose stored scope names Bob's
     sources (a hand-edited row) reads only her notebook; Bob's outputs answer her 404."""
+    from pdfminer.high_level import extract_text
+
     from core.transcription import sniff_audio_bytes
     from studio import services as studio
     from studio.models import StudioOutput
@@ -858,6 +861,10 @@ def test_studio_outputs_never_carry_anything_of_bobs(world, alice_client, alice_
                 f"/api/notebooks/{world.book.pk}/studio"]  # fmt: skip
         if output.status == "ready":
             urls += [f"/studio/{output.pk}/export.md", f"/api/studio/{output.pk}/export"]
+            urls += [
+                f"/studio/{output.pk}/export.pdf",
+                f"/api/studio/{output.pk}/export?format=pdf",
+            ]
             if output.kind in ("flashcards", "quiz"):
                 urls.append(f"/studio/{output.pk}/cards.csv")
             if output.kind == "audio":
@@ -870,6 +877,9 @@ def test_studio_outputs_never_carry_anything_of_bobs(world, alice_client, alice_
                 head = b"".join(response.streaming_content)[:64]
                 assert sniff_audio_bytes(head) == "mp3", url
                 continue
+            if response["Content-Type"] == "application/pdf":  # its text, as a reader sees it
+                assert_nothing_of_bobs(extract_text(io.BytesIO(response.content)), url)
+                continue
             assert_nothing_of_bobs(response.content.decode(), url)
     bobs = studio.output_create(user=world.bob, notebook_id=world.bobs_book.pk, kind="briefing")
     studio.output_write(output_id=bobs.pk, token=bobs.token)
@@ -878,6 +888,7 @@ def test_studio_outputs_never_carry_anything_of_bobs(world, alice_client, alice_
     for url in (f"/studio/{bobs.pk}/", f"/studio/{bobs.pk}/export.md", f"/api/studio/{bobs.pk}",
                 f"/api/studio/{bobs.pk}/export", f"/notebooks/{world.bobs_book.pk}/studio/",
                 f"/studio/{bobs.pk}/audio.mp3", f"/api/studio/{bobs.pk}/audio",
+                f"/studio/{bobs.pk}/export.pdf", f"/api/studio/{bobs.pk}/export?format=pdf",
                 f"/api/notebooks/{world.bobs_book.pk}/studio"):  # fmt: skip
         client = alice_api if url.startswith("/api/") else alice_client
         response = client.get(url)

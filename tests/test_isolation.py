@@ -88,6 +88,7 @@ OBJECT_PAGES = {
     "exports:conversation": ("conversation", ["GET"]),
     "exports:studio_markdown": ("output", ["GET"]),
     "exports:studio_csv": ("output", ["GET"]),
+    "exports:studio_pdf": ("output", ["GET"]),
     "studio:notebook": ("notebook", ["GET", "POST"]),
     "studio:output": ("output", ["GET"]),
     "studio:status": ("output", ["GET"]),

@@ -193,3 +193,58 @@ def test_a_real_worker_runs_another_users_file_next_whatever_one_user_queued(ali
     assert done_before_bob <= 2, done_before_bob
     starts = list(Job.objects.order_by("started_at").values_list("user_id", "func"))
     assert starts[1] == (bob.pk, "attachments.tasks.ingest_attachment"), starts
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_long_audio_overview_lets_another_users_work_through(alice, bob):
+    """One worker; Alice's audio overview is spoken line by line by a slow speech server (a
+    second a line). It is spoken in slices, each a job of its own, so Bob's timeline, asked
+    for once her speech has started, is written while her overview is still being spoken."""
+    from attachments.services import attachment_ingest
+    from studio import services as studio
+    from studio.models import StudioOutput
+    from tests.fake_speech import fake_speech_server
+
+    files = []
+    for user in (alice, bob):
+        notebook = NotebookFactory.create(owner=user)
+        note = NoteFactory.create(author=user, notebook=notebook)
+        files.append(upload(user, note, "text.pdf"))
+        attachment_ingest(attachment_id=files[-1].pk)
+    Job.objects.all().delete()  # what ingestion asked for (guides, profiles)
+    alices, bobs_book = files[0].note.notebook, files[1].note.notebook
+    with fake_speech_server() as speaker:
+        speaker.hang = 1.0
+        env = {"SPEECH_MODEL": "fake-tts", "SPEECH_BASE_URL": speaker.url,
+               "STUDIO_SPEECH_SLICE_SECONDS": "1", "CHAT_MODEL": ""}  # fmt: skip
+        with run_worker(**env) as worker:
+            overview = studio.output_create(user=alice, notebook_id=alices.pk, kind="audio")
+
+            def speaking() -> bool:
+                worker.check_alive()
+                return len(speaker.requests) >= 1
+
+            wait_until(speaking, 120, message="the overview was never spoken")
+            timeline = studio.output_create(user=bob, notebook_id=bobs_book.pk, kind="timeline")
+
+            def bobs_done() -> bool:
+                worker.check_alive()
+                timeline.refresh_from_db()
+                return not timeline.is_active
+
+            wait_until(bobs_done, 120, message=lambda: worker.tail())
+            overview.refresh_from_db()
+            spoken_then = len(speaker.requests)
+            assert overview.status == StudioOutput.Status.PROCESSING  # still being spoken
+
+            def alices_done() -> bool:
+                worker.check_alive()
+                overview.refresh_from_db()
+                return not overview.is_active
+
+            wait_until(alices_done, 300, message=lambda: worker.tail())
+    assert timeline.status in ("ready", "failed"), timeline.error
+    assert overview.status == "ready", overview.error
+    assert spoken_then < len(audio_lines := overview.content["sections"][0]["items"])
+    assert len(speaker.requests) == len(audio_lines)

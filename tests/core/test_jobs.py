@@ -216,9 +216,12 @@ def test_a_long_audio_overview_lets_another_users_work_through(alice, bob):
     alices, bobs_book = files[0].note.notebook, files[1].note.notebook
     with fake_speech_server() as speaker:
         speaker.hang = 1.0
-        env = {"SPEECH_MODEL": "fake-tts", "SPEECH_BASE_URL": speaker.url,
-               "STUDIO_SPEECH_SLICE_SECONDS": "1", "CHAT_MODEL": ""}  # fmt: skip
-        with run_worker(**env) as worker:
+        with run_worker(
+            SPEECH_MODEL="fake-tts",
+            SPEECH_BASE_URL=speaker.url,
+            STUDIO_SPEECH_SLICE_SECONDS="1",
+            CHAT_MODEL="",
+        ) as worker:
             overview = studio.output_create(user=alice, notebook_id=alices.pk, kind="audio")
 
             def speaking() -> bool:

@@ -268,7 +268,7 @@ def test_the_page_plays_the_overview_with_its_transcript_and_a_download(library,
     response = alice.get(audio_url)
     assert response.status_code == 200
     assert response["Content-Type"] == "audio/mpeg"
-    data = b"".join(response.streaming_content)
+    data = response.getvalue()
     assert soundfile.info(io.BytesIO(data)).duration == pytest.approx(
         output.content["audio"]["seconds"], abs=0.2
     )

@@ -146,6 +146,7 @@ def test_mind_map_quiz_and_flashcards_by_keyboard_and_touch_sizes(
 
     rows.and_(page.locator('[data-kind="quiz"]')).locator("a.studio-title").click()
     questions = page.get_by_test_id("quiz-question")
+    expect(questions.first).to_be_visible()  # the page has loaded (count() does not wait)
     count = questions.count()
     assert count >= 1
     questions.first.locator("input[type=radio]").first.check()

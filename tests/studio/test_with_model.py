@@ -78,12 +78,14 @@ def _dialogue(view):
     return Metadata({"lines": lines})
 
 
-def test_an_audio_overview_is_a_conversation_whose_lines_their_quotes_back(library, settings):
+def overview(library, settings, respond):
+    """An audio overview written with a fake chat model answering by `respond` and spoken by a
+    fake speech server in one job: the output, the chat server and the speech server."""
     from tests.fake_speech import fake_speech_server
 
     forget_servers()
     with fake_chat_server() as server, fake_speech_server() as speaker:
-        server.respond = _dialogue
+        server.respond = respond
         settings.CHAT_MODEL = "fake-model"
         settings.OPENAI_BASE_URL = f"{server.url}/v1"
         settings.OPENAI_API_KEY = "test-key"
@@ -95,6 +97,11 @@ def test_an_audio_overview_is_a_conversation_whose_lines_their_quotes_back(libra
         services.output_write(output_id=output.pk, token=output.token)
     forget_servers()
     output.refresh_from_db()
+    return output, server, speaker
+
+
+def test_an_audio_overview_is_a_conversation_whose_lines_their_quotes_back(library, settings):
+    output, _server, speaker = overview(library, settings, _dialogue)
     assert output.status == "ready", output.error
     assert output.model == "fake-model"
     lines = output.content["sections"][0]["items"]
@@ -110,22 +117,8 @@ def test_an_audio_overview_is_a_conversation_whose_lines_their_quotes_back(libra
 
 def test_an_audio_overview_is_narrated_when_the_model_sends_junk(library, settings):
     from tests.fake_chat import Metadata
-    from tests.fake_speech import fake_speech_server
 
-    forget_servers()
-    with fake_chat_server() as server, fake_speech_server() as speaker:
-        server.respond = lambda view: Metadata("not json at all")
-        settings.CHAT_MODEL = "fake-model"
-        settings.OPENAI_BASE_URL = f"{server.url}/v1"
-        settings.OPENAI_API_KEY = "test-key"
-        settings.SPEECH_MODEL, settings.SPEECH_BASE_URL = "fake-tts", speaker.url
-        settings.STUDIO_SPEECH_SLICE_SECONDS = 600.0
-        output = services.output_create(
-            user=library.alice, notebook_id=library.book.pk, kind="audio"
-        )
-        services.output_write(output_id=output.pk, token=output.token)
-    forget_servers()
-    output.refresh_from_db()
+    output, server, _speaker = overview(library, settings, lambda view: Metadata("not json"))
     assert output.status == "ready", output.error
     assert output.model == ""  # the narration: nothing of the model's
     assert server.requests

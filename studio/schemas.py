@@ -37,7 +37,10 @@ class StudioOutputOut(Schema):
     error: str
     scope: list[str] = Field(description='Source refs ("attachment:5", "note:3"); [] for all.')
     created_by: str | None
-    generator: str = Field(description="offline: every statement a verified quote")
+    generator: str = Field(
+        description="offline: every statement a verified quote; llm: written by `model`, each "
+        "statement checked against the quotes it cites"
+    )
     model: str
     created_at: datetime
     ready_at: datetime | None

@@ -128,6 +128,14 @@ SUMMARISING = "summarise part of a conversation"
 # turns from `FakeChat.reformulation_script`, by default "not a follow-up" with the question as
 # asked.
 REFORMULATING = "rewrite the latest question"
+# And requests whose system prompt says this write a Studio output from numbered statements
+# (studio.services.drafting): by default each group's first statement said again with its
+# number (the embellish profile adds an invented claim citing it), the mind map's topics
+# split into two themes.
+STUDIO_WRITING = "numbered statements quoted from the reader's sources"
+STUDIO_THEMES = "key topics of a set of documents for a mind map"
+STUDIO_GROUP = re.compile(r"^(Section|Concept|Event) (\d+)\b.*$", re.MULTILINE)
+STATEMENT = re.compile(r"^\[(\d+)\] (.+)$", re.MULTILINE)
 LATEST = re.compile(r"Latest question: (.*)\Z", re.DOTALL)
 ASKED = re.compile(r"^User: (.*)$", re.MULTILINE)
 SOURCE = re.compile(r'<source id="(\d+)"[^>]*>\n(.*?)\n</source>', re.DOTALL)
@@ -237,6 +245,45 @@ def summary_of(body: dict[str, Any]) -> Metadata:
     """The default summary: the questions of the transcript it was given."""
     user = next((m["content"] for m in body["messages"] if m["role"] == "user"), "")
     return Metadata({"summary": "The user asked: " + "; ".join(ASKED.findall(user)) + "."})
+
+
+def studio_writing(body: dict[str, Any], embellish: bool) -> Metadata:
+    """The default Studio writing: each group's first statement again, with its number."""
+    user = next((m["content"] for m in body["messages"] if m["role"] == "user"), "")
+    heads = list(STUDIO_GROUP.finditer(user))
+    groups: list[tuple[str, int, list[tuple[str, str]]]] = []
+    for i, head in enumerate(heads):
+        end = heads[i + 1].start() if i + 1 < len(heads) else len(user)
+        said = STATEMENT.findall(user[head.end() : end])
+        groups.append((head.group(1), int(head.group(2)), said))
+
+    def written(said: list[tuple[str, str]]) -> list[str]:
+        if not said:
+            return []
+        n, text = said[0]
+        out = [f"{first_sentence(text)} [{n}]"]
+        return [*out, f"Napoleon wrote this in 1805 at Waterloo [{n}]."] if embellish else out
+
+    kind = groups[0][0] if groups else "Section"
+    if kind == "Concept":
+        return Metadata({"concepts": [{"concept": i, "text": " ".join(written(said))}
+                                      for _k, i, said in groups]})  # fmt: skip
+    if kind == "Event":
+        return Metadata({"events": [{"event": i, "text": " ".join(written(said))}
+                                    for _k, i, said in groups]})  # fmt: skip
+    first = [f"{first_sentence(t)} [{n}]" for _k, _i, said in groups[:2] for n, t in said[:1]]
+    return Metadata({"summary": first + (["Napoleon wrote all of it [1]."] if embellish else []),
+                     "sections": [{"section": i, "points": written(said)}
+                                  for _k, i, said in groups]})  # fmt: skip
+
+
+def studio_themes(body: dict[str, Any]) -> Metadata:
+    """The default mind map themes: the topics in two halves."""
+    user = next((m["content"] for m in body["messages"] if m["role"] == "user"), "")
+    numbers = [int(n) for n in re.findall(r"^(\d+)\. ", user, re.MULTILINE)]
+    half = (len(numbers) + 1) // 2
+    return Metadata({"themes": [{"name": "First theme", "topics": numbers[:half]},
+                                {"name": "Second theme", "topics": numbers[half:]}]})  # fmt: skip
 
 
 def first_sentence(text: str, limit: int = 200) -> str:
@@ -350,6 +397,11 @@ class FakeChat:
 
     def default_turn(self, body: dict[str, Any]) -> Turn:
         messages = body.get("messages", [])
+        system = str(messages[0].get("content") or "") if messages else ""
+        if not body.get("stream") and STUDIO_WRITING in system:
+            return studio_writing(body, EMBELLISH in self.behaviours)
+        if not body.get("stream") and STUDIO_THEMES in system:
+            return studio_themes(body)
         if not body.get("stream"):
             user = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
             sentence = first_sentence(sources_in(user).get(1, ""))

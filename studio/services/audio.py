@@ -1,6 +1,6 @@
 """The audio overview: a transcript, then its speech, spoken in slices.
 
-The transcript is made from the briefing (studio.services.building.briefing: verified quotes
+The transcript is made from the briefing (studio.services.building.quoted_briefing: verified quotes
 of the sources, by section). Offline it is the briefing narrated: a host (the first voice)
 names each section in a short translated frame, a reader (the second voice) reads its quotes.
 With a chat model, two hosts talk the statements over: the model writes the lines, each line
@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
-import re
 import time
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -34,7 +33,6 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import transaction
 from django.utils import timezone, translation
-from django.utils.translation import get_language, get_language_info
 from django.utils.translation import gettext as _
 from pydantic import BaseModel, Field
 
@@ -43,7 +41,8 @@ from core import llm, model_budget, speech
 from core.jobs import job_submit
 from grounding.citations import MARKER
 from studio.models import StudioOutput
-from studio.services.building import Citations, Material, briefing
+from studio.services import drafting
+from studio.services.building import Citations, Material, quoted_briefing
 from studio.services.runs import Run, Superseded
 
 if TYPE_CHECKING:
@@ -73,7 +72,7 @@ def script(material: Material, beat: Beat) -> dict[str, Any]:
     def briefed(stage: str, percent: int) -> None:  # the briefing is the first 30 %
         beat(stage, percent * 30 // 100)
 
-    told = briefing(material, briefed)
+    told = quoted_briefing(material, briefed)
     cites = Citations()
     for citation in told["citations"]:
         cites.cite(citation, str(citation.get("quote", "")))
@@ -131,11 +130,11 @@ def conversation(told: dict[str, Any], material: Material) -> list[dict[str, Any
     """Two hosts talking the briefing's statements over, written by the chat model: only the
     lines that cite statements backing them (chat.claims.judge), or that claim nothing (a
     question, a reaction); None when the model fails or too few lines are left."""
-    statements = _statements(told)
+    statements = drafting.statements(told)
     if not statements:
         return None
-    listed = "\n".join(f"[{n}] {text}" for n, text in statements.items())
-    language = get_language_info(get_language() or settings.LANGUAGE_CODE)["name"]
+    listed = drafting.listed(statements)
+    language = drafting.language()
     system = (
         "You write the script of a short podcast in which two hosts, A and B, talk about "
         "numbered statements quoted from the listener's sources. Use only what the statements "
@@ -151,7 +150,7 @@ def conversation(told: dict[str, Any], material: Material) -> list[dict[str, Any
     )  # fmt: skip
     if reply is None:
         return None
-    sources = [{"text": text} for text in statements.values()]
+    sources = drafting.sources(statements)
     known = set(statements)
     lines: list[dict[str, Any]] = []
     for line in reply.lines:
@@ -167,22 +166,6 @@ def conversation(told: dict[str, Any], material: Material) -> list[dict[str, Any
     if sum(1 for line in lines if line.get("cited", True)) < MIN_DIALOGUE_LINES:
         return None
     return lines
-
-
-def _statements(told: dict[str, Any]) -> dict[int, str]:
-    """Each citation number of the briefing and the statement that quotes it, unmarked."""
-    out: dict[int, str] = {}
-    for section in told["sections"]:
-        for item in section.get("items") or []:
-            text = str(item.get("text", ""))
-            for n in MARKER.findall(text):
-                out.setdefault(int(n), spoken_text(text))
-    return dict(sorted(out.items()))
-
-
-def spoken_text(text: str) -> str:
-    """A line as it is spoken: without its markers and Markdown emphasis."""
-    return " ".join(re.sub(r"[*_`#>]+", " ", MARKER.sub("", text)).split())
 
 
 # --- Speech, in slices ----------------------------------------------------------------------
@@ -209,7 +192,8 @@ def speak(output: StudioOutput, run: Run) -> None:
     for i in range(start, len(lines)):
         line = lines[i]
         try:
-            said = speech.speak(spoken_text(str(line.get("text", ""))), voice=int(line["speaker"]))
+            spoken = drafting.unmarked(str(line.get("text", "")))
+            said = speech.speak(spoken, voice=int(line["speaker"]))
         except speech.SpeechError as exc:
             if not exc.retryable or int(state.get("retries", 0)) >= SPEECH_RETRIES:
                 raise
@@ -275,8 +259,9 @@ def _finish(output: StudioOutput, run: Run, content: dict[str, Any]) -> None:
                  bytes=len(data), format="mp3")  # fmt: skip
     old = StudioOutput.objects.filter(pk=output.pk).values_list("audio", flat=True).first()
     try:
+        written = StudioOutput.Generator.LLM if output.model else StudioOutput.Generator.OFFLINE
         run.end(status=Status.READY, content=content, audio=name, progress=100, stage="",
-                error="", ready_at=timezone.now())  # fmt: skip
+                error="", ready_at=timezone.now(), generator=written)  # fmt: skip
     except Superseded:
         default_storage.delete(name)
         raise

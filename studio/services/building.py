@@ -43,6 +43,7 @@ from guides.services.content import Passage, Question, Sentence
 from guides.services.phrases import key_phrases, matrix
 from search.boilerplate import boilerplate_chunks
 from search.retrieval import Scope, search
+from studio.services import drafting
 
 if TYPE_CHECKING:
     from core.types import User
@@ -196,6 +197,11 @@ def _renumbered(item: dict[str, Any], order: dict[int, int]) -> dict[str, Any]:
     if isinstance(out.get("children"), list):  # a mind map node
         out["children"] = [_renumbered(c, order) for c in out["children"]]
     return out
+
+
+def _numbered(items: list[dict[str, Any]]) -> dict[int, str]:
+    """The statements of items not yet finished, by their numbers."""
+    return drafting.statements({"sections": [{"items": items}]})
 
 
 def _of(p: Passage) -> dict[str, Any]:
@@ -382,6 +388,25 @@ def _backed_only(text: str, unbacked: list[dict[str, Any]]) -> str:
 
 
 def briefing(material: Material, beat: Beat) -> dict[str, Any]:
+    """The quoted briefing (`quoted_briefing`), written by the chat model when there is one
+    (studio.services.drafting.briefing: every sentence checked against the quotes it cites)."""
+    told = quoted_briefing(material, beat)
+    written = drafting.briefing(told, material.user)
+    if written is None:
+        return told
+    material.answered_by.add("llm")
+    return _again(told, written)
+
+
+def _again(told: dict[str, Any], sections: list[dict[str, Any]]) -> dict[str, Any]:
+    """`sections`, in the numbering of the finished output `told`, finished again."""
+    cites = Citations()
+    for citation in told["citations"]:
+        cites.cite(citation, str(citation.get("quote", "")))
+    return cites.finish(sections)
+
+
+def quoted_briefing(material: Material, beat: Beat) -> dict[str, Any]:
     """A summary (the source's own introduction, else its central sentences), then key points
     by section: the central sentences of the central passages, grouped under the heading of
     the section they stand in, sections in reading order."""
@@ -390,8 +415,9 @@ def briefing(material: Material, beat: Beat) -> dict[str, Any]:
     summary = summary_sentences(material, analysis)
     said = {s.text for s in summary}
     sections: list[dict[str, Any]] = [
-        {"heading": _("Summary"), "items": [{"text": cites.sentence(s)} for s in summary]}
-    ]
+        {"heading": _("Summary"), "summary": True,
+         "items": [{"text": cites.sentence(s)} for s in summary]}
+    ]  # fmt: skip
     beat("summary", 55)
     picked = [s for s in content.central_sentences(analysis.pool, KEY_POINTS) if s.text not in said]
     groups: dict[tuple[int, str], list[Sentence]] = {}
@@ -415,6 +441,10 @@ def study_guide(material: Material, beat: Beat) -> dict[str, Any]:
     cites = Citations()
     found = definitions(material, analysis, beat, 35, 60)
     concepts = [{"term": phrase, "text": cites.sentence(s)} for phrase, s in found]
+    explained = drafting.concepts(concepts, _numbered(concepts), material.user)
+    if explained is not None:
+        concepts = explained
+        material.answered_by.add("llm")
     answered = answered_questions(material, analysis, cites, REVIEW_QUESTIONS, beat, 60, 95)
     sections = [
         {"heading": _("Key concepts"), "items": concepts},
@@ -567,6 +597,11 @@ def timeline(material: Material, beat: Beat) -> dict[str, Any]:
         events = [events[int(i * step)] for i in range(EVENTS)]
     items = [{"date": e.when.isoformat(), "precision": e.precision,
               "text": cites.sentence(e.sentence)} for e in events]  # fmt: skip
+    beat("events", 92)
+    said = drafting.events(items, _numbered(items), material.user)
+    if said is not None:
+        items = said
+        material.answered_by.add("llm")
     return cites.finish([{"heading": _("Timeline"), "items": items}])
 
 
@@ -604,6 +639,10 @@ def mind_map(material: Material, beat: Beat) -> dict[str, Any]:
             topics.append({"text": f"{phrase} [{cites.cite(_of(found), phrase)}]", "label": phrase,
                            "topic": True, "children": []})  # fmt: skip
     beat("topics", 90)
+    grouped = drafting.themes(topics, material.title, material.user)
+    if grouped is not None:
+        topics = grouped
+        material.answered_by.add("llm")
     topic_node = {"text": "", "label": _("Key topics"), "cited": False, "children": topics}
     # One file: its sections are the first level.
     level: list[dict[str, Any]] = list(files[0]["children"]) if len(files) == 1 else files

@@ -92,8 +92,8 @@ def output_write(*, output_id: int, token: int) -> None:
             return
         run.end(
             status=Status.READY, content=written, progress=100, stage="", error="", title=title,
-            generator=StudioOutput.Generator.OFFLINE, ready_at=timezone.now(),
-            model=model,
+            generator=StudioOutput.Generator.LLM if model else StudioOutput.Generator.OFFLINE,
+            ready_at=timezone.now(), model=model,
         )  # fmt: skip
     except Superseded:
         logger.info("studio output %s run %s was superseded; stopping", output_id, token)

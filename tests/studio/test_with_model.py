@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.test import Client
 
 from core.llm import forget_servers
 from grounding.citations import MARKER
@@ -123,3 +124,144 @@ def test_an_audio_overview_is_narrated_when_the_model_sends_junk(library, settin
     assert output.model == ""  # the narration: nothing of the model's
     assert server.requests
     assert output.content["sections"][0]["items"][0]["cited"] is False
+
+
+# --- Reports and the mind map written by the model ------------------------------------------
+
+
+def written(library, settings, kind, *, profile="strict", respond=None):
+    forget_servers()
+    with fake_chat_server(profile) as server:
+        if respond is not None:
+            server.respond = lambda view: respond(view) or server.default_turn(view)
+        settings.CHAT_MODEL = "fake-model"
+        settings.OPENAI_BASE_URL = f"{server.url}/v1"
+        settings.OPENAI_API_KEY = "test-key"
+        output = services.output_create(user=library.alice, notebook_id=library.book.pk, kind=kind)
+        services.output_write(output_id=output.pk, token=output.token)
+    forget_servers()
+    output.refresh_from_db()
+    return output, server
+
+
+def _studio_requests(server, words):
+    return [b for b in server.bodies if not b.get("stream") and words in str(b["messages"][0])]
+
+
+def _texts(content):
+    def walk(item):
+        own = [str(item[k]) for k in ("text", "label", "back") if item.get(k)]
+        return own + [t for c in item.get("children") or [] for t in walk(c)]
+
+    return [t for s in content["sections"] for i in s["items"] for t in walk(i)]
+
+
+def _briefly(view):
+    """A model that writes each group's first statement after a lead-in of its own
+    ("Briefly: …", which claims nothing), and invents one claim citing that statement."""
+    from tests.fake_chat import STUDIO_WRITING, Metadata, studio_writing
+
+    if STUDIO_WRITING not in str(view["messages"][0]["content"]):
+        return None
+    reply = studio_writing(view, embellish=True).data
+    assert isinstance(reply, dict)
+    for key in ("concepts", "events"):
+        for entry in reply.get(key, []):
+            entry["text"] = f"Briefly: {entry['text']}"
+    for part in reply.get("sections", []):
+        part["points"] = [f"Briefly: {p}" for p in part["points"]]
+    return Metadata(reply)
+
+
+@pytest.mark.parametrize("kind", ["briefing", "study_guide", "timeline"])
+def test_a_report_is_written_by_the_model_and_keeps_only_what_its_quotes_back(
+    library, settings, kind
+):
+    output, server = written(library, settings, kind, respond=_briefly)
+    assert output.status == "ready", output.error
+    assert output.model == "fake-model"
+    assert output.generator == "llm"
+    assert _studio_requests(server, "numbered statements")  # the report was asked for
+    texts = _texts(output.content)
+    assert any(t.startswith("Briefly:") for t in texts)  # the model's own words are shown
+    assert not any("Napoleon" in t for t in texts)  # its invented claims are not
+    quotes = {c["n"] for c in output.content["citations"]}
+    for item in (i for s in output.content["sections"] for i in s["items"]):
+        if item.get("cited", True):
+            assert MARKER.search(item["text"]), item
+            assert {int(n) for n in MARKER.findall(item["text"])} <= quotes
+    page = Client()
+    page.force_login(library.alice)
+    shown = page.get(f"/studio/{output.pk}/").content.decode()
+    assert "Written by fake-model" in shown
+
+
+@pytest.mark.parametrize("profile", ["strict", "embellish"])
+def test_the_profiles_of_real_servers_write_a_briefing_or_leave_it_quoted(
+    library, settings, profile
+):
+    output, server = written(library, settings, "briefing", profile=profile)
+    assert output.status == "ready", output.error
+    assert _studio_requests(server, "numbered statements")
+    assert not any("Napoleon" in t for t in _texts(output.content))
+    assert output.content["sections"][0]["items"]  # a summary, the model's or quoted
+
+
+def test_a_briefing_stays_quoted_when_the_model_sends_junk(library, settings):
+    from tests.fake_chat import Metadata
+
+    output, server = written(
+        library, settings, "briefing", respond=lambda view: Metadata("not json at all")
+    )
+    assert output.status == "ready", output.error
+    assert output.model == ""
+    assert output.generator == "offline"
+    assert _studio_requests(server, "numbered statements")
+
+
+def test_a_briefing_stays_quoted_when_the_model_refuses(library, settings):
+    from tests.fake_chat import Refusal
+
+    output, _server = written(library, settings, "briefing", respond=lambda view: Refusal())
+    assert output.status == "ready", output.error
+    assert output.model == ""
+
+
+def test_the_mind_maps_topics_are_grouped_into_themes_the_model_names(library, settings):
+    def hostile(view):
+        from tests.fake_chat import STUDIO_THEMES, Metadata
+
+        if STUDIO_THEMES not in str(view["messages"][0]["content"]):
+            return None
+        return Metadata({"themes": [
+            {"name": "<img src=x onerror=alert(1)> Bees [3]", "topics": [1, 2, 99]},
+            {"name": "Water", "topics": [2, 3]},  # 2 again: each topic once
+            {"name": "", "topics": [4]},  # no name: not a theme
+        ]})  # fmt: skip
+
+    output, _server = written(library, settings, "mind_map", respond=hostile)
+    assert output.status == "ready", output.error
+    assert output.model == "fake-model"
+    root = output.content["sections"][0]["items"][0]
+    topics = root["children"][-1]
+    themes = [c for c in topics["children"] if c.get("theme")]
+    assert [t["label"] for t in themes] == ["<img src=x onerror=alert(1)> Bees", "Water"]
+    assert all(t["cited"] is False and t["children"] for t in themes)
+    leaves = [c["label"] for t in themes for c in t["children"]] + [
+        c["label"] for c in topics["children"] if not c.get("theme")
+    ]
+    assert len(leaves) == len(set(leaves))  # each topic once
+    page = Client()
+    page.force_login(library.alice)
+    shown = page.get(f"/studio/{output.pk}/").content.decode()
+    assert "<img src=x" not in shown
+    assert "&lt;img src=x" in shown
+    assert "The themes were named by fake-model" in shown
+
+
+def test_with_the_budget_spent_the_reports_stay_quoted(library, settings):
+    settings.MODEL_CALL_BUDGET = "0/h"
+    output, server = written(library, settings, "timeline")
+    assert output.status == "ready", output.error
+    assert output.model == ""
+    assert not _studio_requests(server, "numbered statements")

@@ -25,6 +25,7 @@ from guides.models import Guide
 from guides.services.content import shown
 from notes.models import Note
 from studio.models import StudioOutput
+from studio.rendering import clock, speaker_label
 
 # Code spans and fenced blocks keep their brackets: `[1]` in code is code.
 _CODE = re.compile(r"(```.*?(?:```|\Z)|~~~.*?(?:~~~|\Z)|`[^`\n]*`)", re.DOTALL)
@@ -256,7 +257,11 @@ def studio_markdown(output: StudioOutput) -> str:
                 continue
             text = str(item.get("back") or item.get("text") or "")
             said = _studio_text(text if item.get("markdown") else _one_line(text), citations, notes)
-            if output.kind == StudioOutput.Kind.QUIZ:
+            if output.kind == StudioOutput.Kind.AUDIO:  # who says it, and when
+                who = speaker_label(item, conversation=bool(output.model))
+                at = clock(item.get("start"))
+                lines.append(f"**{f'[{at}] ' if at else ''}{who}:** {said}")
+            elif output.kind == StudioOutput.Kind.QUIZ:
                 options = item.get("options") or []
                 answer = item.get("answer")
                 listed = "\n".join(f"{'- [x]' if i == answer else '- [ ]'} {_one_line(o)}"
@@ -269,6 +274,8 @@ def studio_markdown(output: StudioOutput) -> str:
                 lines.append(f"**{_one_line(item['term'])}**: {said}")
             elif item.get("date"):
                 lines.append(f"- **{item['date']}**: {said}")
+            elif item.get("written"):  # a chat model's sentence, checked: not a quote
+                lines.append(said)
             elif item.get("cited", True):
                 lines.append(f"> {said}")
             else:

@@ -43,7 +43,7 @@ from markdown_it.token import Token
 
 from chat.rendering import page_label
 from studio.models import StudioOutput
-from studio.rendering import date_label
+from studio.rendering import clock, date_label, speaker_label
 
 # fontTools logs each table it subsets at INFO: a dozen lines for every export.
 logging.getLogger("fontTools.subset").setLevel(logging.WARNING)
@@ -289,8 +289,13 @@ def _letter(i: int) -> str:
     return chr(65 + i) if i < 26 else str(i + 1)
 
 
-def _item(doc: _Document, kind: str, item: dict[str, Any], number: int) -> None:
-    if kind == StudioOutput.Kind.QUIZ:
+def _item(doc: _Document, output: StudioOutput, item: dict[str, Any], number: int) -> None:
+    kind = output.kind
+    if kind == StudioOutput.Kind.AUDIO:  # who says it, and when
+        at = clock(item.get("start"))
+        who = speaker_label(item, conversation=bool(output.model))
+        doc.runs([(f"{f'[{at}] ' if at else ''}{who}: ", "B"), (_one_line(item.get("text")), "")])
+    elif kind == StudioOutput.Kind.QUIZ:
         doc.runs([(f"{number}. {_one_line(item.get('question'))}", "B")])
         answer = item.get("answer")
         options = item.get("options") if isinstance(item.get("options"), list) else []
@@ -308,8 +313,8 @@ def _item(doc: _Document, kind: str, item: dict[str, Any], number: int) -> None:
     elif item.get("date"):
         when = date_label(item) or _one_line(item["date"])
         doc.runs([(when + ": ", "B"), (_one_line(item.get("text")), "")])
-    elif item.get("cited", True):
-        _said(doc, item, indent=INDENT, quote=True)
+    elif item.get("cited", True):  # a quote in grey; a chat model's checked sentence not
+        _said(doc, item, indent=INDENT, quote=not item.get("written"))
     else:
         doc.runs([("• " + _one_line(item.get("text")), "")])
     doc.ln(1.5)
@@ -373,7 +378,7 @@ def studio_pdf(output: StudioOutput) -> bytes:
             if output.kind == StudioOutput.Kind.MIND_MAP:
                 _outline(doc, item)
             else:
-                _item(doc, output.kind, item, number)
+                _item(doc, output, item, number)
     if citations := _sources(content):
         doc.heading(_("Sources"), 13)
         for c in citations:

@@ -178,17 +178,17 @@ def briefing(told: dict[str, Any], user: User) -> list[dict[str, Any]] | None:
     for section in told["sections"]:
         if section.get("summary"):
             if summary:
-                section = {**section, "items": [{"text": " ".join(summary)}]}
+                section = {**section, "items": [{"text": " ".join(summary), "written": True}]}
         elif id(section) in place:
             own = {n: numbered[n] for item in section["items"] for n in _numbers(item)}
             kept = _written(points.get(place[id(section)], []), own)
             if kept:
-                section = {**section, "items": [{"text": t} for t in kept]}
+                section = {**section, "items": [{"text": t, "written": True} for t in kept]}
                 wrote = True
         out.append(section)
     if summary and not any(s.get("summary") for s in told["sections"]):
         out.insert(0, {"heading": _("Summary"), "summary": True,
-                       "items": [{"text": " ".join(summary)}]})  # fmt: skip
+                       "items": [{"text": " ".join(summary), "written": True}]})  # fmt: skip
     return out if wrote else None
 
 
@@ -229,7 +229,7 @@ def concepts(items: list[dict[str, Any]], numbered: dict[int, str],
     for i, item in enumerate(items, start=1):
         own = {n: numbered[n] for n in _numbers(item) if n in numbered}
         kept = backed(said.get(i, ""), own) if own else ""
-        out.append({**item, "text": kept} if kept else item)
+        out.append({**item, "text": kept, "written": True} if kept else item)
         wrote = wrote or bool(kept)
     return out if wrote else None
 
@@ -271,7 +271,7 @@ def events(items: list[dict[str, Any]], numbered: dict[int, str],
     for i, item in enumerate(items, start=1):
         own = {n: numbered[n] for n in _numbers(item) if n in numbered}
         kept = backed(said.get(i, ""), own) if own else ""
-        out.append({**item, "text": kept} if kept else item)
+        out.append({**item, "text": kept, "written": True} if kept else item)
         wrote = wrote or bool(kept)
     return out if wrote else None
 

@@ -334,3 +334,40 @@ def test_without_the_font_package_the_system_dejavu_draws_latin(make, monkeypatc
     data = studio_pdf(output)
     assert f"{GERMAN} [1]" in _read(data)
     assert "DejaVuSans" in _fonts(_line(data, f"{GERMAN} [1]"))["ö"]
+
+
+def _audio(make, model=""):
+    lines = [
+        {"speaker": 0, "text": "An overview of bees.", "cited": False, "start": 0.0, "end": 2.1},
+        {"speaker": 1, "text": f"{GERMAN} [1]", "start": 2.5, "end": 65.0},
+    ]
+    return make("audio", [{"heading": "Transcript", "items": lines}], [_doc(1)], model=model)
+
+
+def test_an_audio_transcript_says_who_speaks_and_when(make):
+    from exports.markdown import studio_markdown
+
+    offline = _audio(make)
+    text = _read(studio_pdf(offline))
+    assert "[0:00] Host: An overview of bees." in text
+    assert f"[0:02] Reader: {GERMAN} [1]" in text
+    said = studio_markdown(offline)
+    assert "**[0:00] Host:** An overview of bees." in said
+    assert f"**[0:02] Reader:** {GERMAN} [^1]" in said
+    talked = studio_markdown(_audio(make, model="fake-model"))
+    assert "**[0:02] Host B:**" in talked
+
+
+def test_a_chat_models_checked_sentence_is_not_shown_as_a_quote(make):
+    from exports.markdown import studio_markdown
+
+    output = make(
+        "briefing",
+        [{"heading": "Summary", "items": [{"text": "Queens lay up to 2000 eggs a day [1]",
+                                           "written": True},
+                                          {"text": f"{GERMAN} [1]"}]}],
+        [_doc(1)], generator="llm", model="fake-model",
+    )  # fmt: skip
+    said = studio_markdown(output)
+    assert "\nQueens lay up to 2000 eggs a day [^1]" in said
+    assert f"> {GERMAN} [^2]" in said

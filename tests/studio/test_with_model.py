@@ -184,6 +184,8 @@ def test_a_report_is_written_by_the_model_and_keeps_only_what_its_quotes_back(
     assert _studio_requests(server, "numbered statements")  # the report was asked for
     texts = _texts(output.content)
     assert any(t.startswith("Briefly:") for t in texts)  # the model's own words are shown
+    items = [i for s in output.content["sections"] for i in s["items"]]
+    assert all(i.get("written") for i in items if i["text"].startswith("Briefly:"))
     assert not any("Napoleon" in t for t in texts)  # its invented claims are not
     quotes = {c["n"] for c in output.content["citations"]}
     for item in (i for s in output.content["sections"] for i in s["items"]):

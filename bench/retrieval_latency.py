@@ -221,7 +221,7 @@ def replicate(
 
     from attachments.models import ChunkVector, DocumentChunk, NoteAttachment
     from attachments.services.ingestion import index_statistics
-    from core.language import SEGMENTED, WORD_COUNT_SQL, segment_for_search, tsvector_sql
+    from core.language import SEGMENTED, segment_for_search, tsvector_sql, word_count_sql
     from notes.models import Note, Notebook
 
     rng = random.Random(seed_rng + first_copy)  # noqa: S311 - benchmark data, not secrets
@@ -381,7 +381,7 @@ def replicate(
         "content": "s.content",
         "char_count": "length(s.content)",
         "search_vector": "s.search_vector",
-        "token_len": WORD_COUNT_SQL.replace("unnest(search_vector)", "unnest(s.search_vector)"),
+        "token_len": word_count_sql("s.search_vector"),
     }
     select = ", ".join(chunk_over.get(col, "c." + col) for col in chunk_cols)
 

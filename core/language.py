@@ -46,11 +46,55 @@ POSTGRES_CONFIGS = {
     "sv": "swedish", "ta": "tamil", "tr": "turkish", "yi": "yiddish",
 }  # fmt: skip
 SEGMENTED = {"zh"}  # languages written without spaces that we segment with jieba
-# Words indexed in a row's `search_vector` (the sum of its positions): BM25's document length.
-WORD_COUNT_SQL = (
-    "(SELECT coalesce(sum(coalesce(array_length(u.positions, 1), 1)), 0) "
-    "FROM unnest(search_vector) AS u)"
-)
+
+
+def field_weights() -> tuple[int, int]:
+    """How many times a word counts in a passage's title and in its section headings
+    (BM25_TITLE_WEIGHT, BM25_SECTION_WEIGHT; the text itself counts once)."""
+    return int(settings.BM25_TITLE_WEIGHT), int(settings.BM25_SECTION_WEIGHT)
+
+
+def term_count_sql(row: str = "u") -> str:
+    """SQL: how many times the lexeme of one `unnest(tsvector)` row `row` counts (BM25F's
+    weighted term frequency): each position by its field, title (tsvector weight A) and
+    section (B) by their weights, text (D) once; 1 for a lexeme stored without positions."""
+    title, section = field_weights()  # integers from the settings; `row` is our alias
+    return (
+        f"(SELECT coalesce(sum(CASE w WHEN 'A' THEN {title} WHEN 'B' THEN {section} ELSE 1 END), "  # noqa: S608
+        f"1) FROM unnest({row}.weights) AS w)"
+    )
+
+
+def word_count_sql(vector: str = "search_vector") -> str:
+    """SQL: the length of a row's `vector` as BM25 counts it: its words, each weighted by its
+    field (`term_count_sql`)."""
+    return f"(SELECT coalesce(sum({term_count_sql('u')}), 0) FROM unnest({vector}) AS u)"  # noqa: S608
+
+
+def fields_tsvector_sql(config: str, title_sql: str, section_sql: str, text_sql: str) -> str:
+    """SQL building a passage's tsvector from its fields: the title (weight A) and section
+    headings (B) when their weights are not 0, then the text (D). Each part takes the
+    configuration as a parameter of its own (`tsvector_sql`)."""
+    title, section = field_weights()
+    parts = []
+    if title:
+        parts.append(f"setweight({tsvector_sql(config, title_sql)}, 'A')")
+    if section:
+        parts.append(f"setweight({tsvector_sql(config, section_sql)}, 'B')")
+    parts.append(tsvector_sql(config, text_sql))
+    return " || ".join(parts)
+
+
+def fields_params(config: str, title: str | None, section: str | None,
+                  text: str | None) -> list[str]:  # fmt: skip
+    """The parameters of `fields_tsvector_sql`, in order: for each part kept, the
+    configuration, then the part's value unless it is None (its SQL is an expression)."""
+    weights = field_weights()
+    out: list[str] = []
+    for weight, value in zip((*weights, 1), (title, section, text), strict=True):
+        if weight:
+            out += [config] if value is None else [config, value]
+    return out
 
 
 def tsvector_sql(config: str, text_sql: str) -> str:

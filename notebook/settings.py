@@ -513,6 +513,11 @@ EMBEDDING_BREAKER_SECONDS = env_int("EMBEDDING_BREAKER_SECONDS", 60, minimum=1)
 EMBEDDING_LANGUAGES = env_list(
     "EMBEDDING_LANGUAGES", ["en"] if EMBEDDING_BACKEND == "local" and not EMBEDDING_MODEL else ["*"]
 )
+# --- Search: BM25 over fields (BM25F-style, docs/retrieval.md): each occurrence of a word in
+# a passage's file title counts this many times, in its section headings that many, in its
+# text once. 0 leaves the field out. Changing them needs `manage.py reindex_keywords`.
+BM25_TITLE_WEIGHT = env_int("BM25_TITLE_WEIGHT", 2, minimum=0)
+BM25_SECTION_WEIGHT = env_int("BM25_SECTION_WEIGHT", 1, minimum=0)
 # --- Search: how the lexical (BM25) and vector legs are fused (see docs/retrieval.md).
 SEARCH_FUSION = env_choice("SEARCH_FUSION", ("rrf", "minmax"), "rrf")
 SEARCH_LEXICAL_WEIGHT = env_float("SEARCH_LEXICAL_WEIGHT", 1.0, minimum=0)

@@ -10,11 +10,12 @@ from django.db import connection, transaction
 from core.embeddings import embedding_model_name, get_embedder
 from core.jobs import job_submit
 from core.language import (
-    WORD_COUNT_SQL,
     detect_language,
+    fields_params,
+    fields_tsvector_sql,
     search_config_for,
     segment_for_search,
-    tsvector_sql,
+    word_count_sql,
 )
 from notes.models import Note, NoteVector
 
@@ -27,22 +28,26 @@ def note_search_text(title: str, body: str) -> str:
 
 def note_index_text(*, note_id: int) -> None:
     """Rebuild the note's tsvector and BM25 length from its current title and body, in the
-    text search configuration of its language (Chinese cut into words first)."""
+    text search configuration of its language (Chinese cut into words first): the title is a
+    title field (core.language.fields_tsvector_sql), the body its text."""
     row = Note.objects.filter(pk=note_id).values_list("title", "body").first()
     if row is None:
         return
-    text = note_search_text(*row)
-    language = detect_language(text)
+    title, body = row
+    language = detect_language(note_search_text(title, body))
     config = search_config_for(language)
+    expr = fields_tsvector_sql(config, "%s", "''", "%s")
+    params = fields_params(
+        config, segment_for_search(title, language), None, segment_for_search(body, language)
+    )
     with connection.cursor() as cursor:
         cursor.execute(
             f"UPDATE {Note._meta.db_table} "  # noqa: S608 - table and SQL are ours
-            f"SET search_config = %s, search_vector = {tsvector_sql(config, '%s')} "
-            "WHERE id = %s",
-            [config, config, segment_for_search(text, language), note_id],
+            f"SET search_config = %s, search_vector = {expr} WHERE id = %s",
+            [config, *params, note_id],
         )
         cursor.execute(
-            f"UPDATE {Note._meta.db_table} SET token_len = {WORD_COUNT_SQL} WHERE id = %s",  # noqa: S608
+            f"UPDATE {Note._meta.db_table} SET token_len = {word_count_sql()} WHERE id = %s",  # noqa: S608
             [note_id],
         )
 

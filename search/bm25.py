@@ -14,6 +14,10 @@ The query returns, per kind, each list's IDF and length and all postings packed 
 the postings in SQL instead (unnest + hash aggregate) costs ~1.5 µs per posting, which on a large
 library (tens of thousands of postings per question) was most of a hybrid search's time.
 
+Term frequencies and lengths are BM25F's: a word counts by the field it stands in, the file's
+title and the section headings more than the text (core.language.term_count_sql; ingestion
+and notes store them so).
+
 IDF is ln(1 + (N − df + 0.5) / (df + 0.5)) within the scope, per text search configuration (an
 English `cherri` and a `simple` `cherry` are different lexemes); k1 = 1.2, b = 0.75.
 """
@@ -25,6 +29,8 @@ from typing import Any
 import numpy as np
 import psycopg
 from django.db import connection, transaction
+
+from core.language import term_count_sql
 
 K1 = 1.2
 B = 0.75
@@ -70,14 +76,14 @@ lists AS MATERIALIZED (  -- each term's posting list in each file in scope of it
     JOIN attachments_postinglist p ON p.lexeme = t.lexeme AND p.attachment_id = ANY(f.ids)
 ),
 note_postings AS MATERIALIZED (
-    SELECT ns.search_config AS cfg, u.lexeme, n.id, coalesce(array_length(u.positions, 1), 1) AS tf,
+    SELECT ns.search_config AS cfg, u.lexeme, n.id, {term_count} AS tf,
            n.token_len AS len
     FROM (SELECT cfg, array_agg(lexeme) AS lexemes,
                  array_to_string(array_agg(quote_literal(lexeme)), ' | ')::tsquery AS tsq
           FROM terms GROUP BY cfg) q
     JOIN note_scope ns ON ns.search_config = q.cfg
     JOIN notes_note n ON n.id = ns.id AND n.search_vector @@ q.tsq,
-    unnest(ts_filter(setweight(n.search_vector, 'A', q.lexemes), '{{a}}')) AS u
+    unnest(n.search_vector) AS u
     WHERE u.lexeme = ANY(q.lexemes)
 ),
 idf AS (
@@ -121,7 +127,7 @@ def rank(
         return []
     scope_sql, scope_params = scope
     note_sql, note_params = note_scope
-    sql = _BM25_SQL.format(scope=scope_sql, note_scope=note_sql)
+    sql = _BM25_SQL.format(scope=scope_sql, note_scope=note_sql, term_count=term_count_sql("u"))
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(f"SET LOCAL work_mem = '{WORK_MEM}'")
         # Results in binary: the packed postings arrive as they are, not as hex text twice their

@@ -294,7 +294,8 @@ def first_sentence(text: str, limit: int = 200) -> str:
 
 def embellished(sentence: str) -> str:
     """The embellish profile's answer around a true sentence of source 1."""
-    words = " ".join(sentence.rstrip(".").split()[:6])
+    # Its first six words, without a colon (which would cut the dressed claim in two).
+    words = " ".join(sentence.rstrip(".").replace(":", "").split()[:6])
     return f"{sentence} [1]\n{FABRICATED} {DRESSED.format(words=words)}"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -52,11 +53,13 @@ from core import metrics
 from core.embeddings import Embedder, EmbeddingError, embedding_model_name, get_embedder
 from core.language import (
     SEGMENTED,
-    WORD_COUNT_SQL,
     detect_language,
+    fields_params,
+    fields_tsvector_sql,
     search_config_for,
     segment_for_search,
-    tsvector_sql,
+    term_count_sql,
+    word_count_sql,
 )
 
 logger = logging.getLogger(__name__)
@@ -556,32 +559,50 @@ def _chunk_metadata(chunk: Chunk, labels: dict[int, str]) -> dict[str, object]:
 
 def index_text(attachment: NoteAttachment, language: str, config: str) -> None:
     """Fill the chunks' tsvector (and its length, for BM25) now, so the document is
-    keyword-searchable while it is being embedded."""
-    expr = tsvector_sql(config, "{}")
+    keyword-searchable while it is being embedded. The vector holds three fields (BM25F,
+    core.language.fields_tsvector_sql): the file's title, the passage's section headings and
+    its text."""
+    title = title_words(attachment.original_name)
     table = DocumentChunk._meta.db_table
     # The tsvector and its length in one UPDATE: each row (and the GIN index) is written once.
-    length = WORD_COUNT_SQL.replace("unnest(search_vector)", "unnest(s.v)")
+    length = word_count_sql("s.v")
     with connection.cursor() as cursor:
         if language in SEGMENTED:
-            rows = [
-                (config, segment_for_search(content, language), pk)
-                for pk, content in DocumentChunk.objects.filter(attachment=attachment).values_list(
-                    "pk", "content"
-                )
-            ]
+            expr = fields_tsvector_sql(config, "%s", "%s", "%s")
+            rows: list[list[str | int]] = [
+                [*fields_params(config, segment_for_search(title, language),
+                                segment_for_search(" ".join(map(str, path or [])), language),
+                                segment_for_search(content, language)), pk]
+                for pk, content, path in DocumentChunk.objects.filter(
+                    attachment=attachment
+                ).values_list("pk", "content", "heading_path")
+            ]  # fmt: skip
             cursor.executemany(
                 f"UPDATE {table} SET search_vector = s.v, token_len = {length} "  # noqa: S608
-                f"FROM (SELECT {expr.format('%s')} AS v) s WHERE id = %s",
+                f"FROM (SELECT {expr} AS v) s WHERE id = %s",
                 rows,
             )
         else:
+            expr = fields_tsvector_sql(config, "%s", _SECTION_SQL, "content")
             cursor.execute(
                 f"UPDATE {table} c SET search_vector = s.v, token_len = {length} "  # noqa: S608
-                f"FROM (SELECT id, {expr.format('content')} AS v FROM {table} "
+                f"FROM (SELECT id, {expr} AS v FROM {table} "
                 "WHERE attachment_id = %s) s WHERE c.id = s.id",
-                [config, attachment.pk],
+                [*fields_params(config, title, None, None), attachment.pk],
             )
     index_statistics(attachment_ids=[attachment.pk])
+
+
+# A chunk's section headings as one text (its heading_path, a JSON list).
+_SECTION_SQL = (
+    "coalesce((SELECT string_agg(h, ' ') FROM jsonb_array_elements_text(heading_path) AS h), '')"
+)
+
+
+def title_words(name: str) -> str:
+    """A file's title as BM25 reads it: its name without the extension, separators as spaces
+    ("R-data.pdf" → "R data")."""
+    return " ".join(re.sub(r"[\W_]+", " ", Path(name).stem).split())
 
 
 def index_statistics(*, attachment_ids: list[int]) -> None:
@@ -608,7 +629,7 @@ def index_statistics(*, attachment_ids: list[int]) -> None:
             f"INSERT INTO {PostingList._meta.db_table} "  # noqa: S608
             "(attachment_id, lexeme, df, chunk_ids, tfs, lens) "
             "SELECT c.attachment_id, u.lexeme, count(*), array_agg(c.id ORDER BY c.id), "
-            "  array_agg(coalesce(array_length(u.positions, 1), 1) ORDER BY c.id), "
+            f"  array_agg({term_count_sql('u')} ORDER BY c.id), "
             "  array_agg(c.token_len ORDER BY c.id) "
             f"FROM {chunks} c, unnest(c.search_vector) AS u "
             "WHERE c.attachment_id = ANY(%s) GROUP BY c.attachment_id, u.lexeme",

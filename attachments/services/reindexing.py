@@ -17,6 +17,8 @@ from attachments.pdf.child import GLYPH_CODE
 from attachments.pdf.extract import ExtractedPage, Line, PdfError, extract_text
 from attachments.pdf.layout import find_boilerplate
 from attachments.services.ingestion import _source, chunk_rows, index_text
+from notes.indexing import note_index_text
+from notes.models import Note
 
 logger = logging.getLogger(__name__)
 Status = NoteAttachment.Status
@@ -150,3 +152,22 @@ def attachment_rechunk(*, attachment_id: int, dry_run: bool = False) -> Rechunke
             DocumentChunk.objects.bulk_create(chunk_rows(attachment, chunks), batch_size=500)
             index_text(attachment, attachment.language, attachment.search_config)
     return result
+
+
+def keywords_rebuild(*, attachment_ids: list[int] | None = None, notes: bool = True) -> int:
+    """Every ready file's keyword index (tsvectors, lengths, posting lists) built again from
+    its chunks as ingestion builds it now (index_text: the title, section and text fields with
+    today's BM25 weights), and every note's; nothing is extracted or embedded. The number of
+    files."""
+    ready = NoteAttachment.objects.filter(status=Status.READY)
+    if attachment_ids is not None:
+        ready = ready.filter(pk__in=attachment_ids)
+    done = 0
+    for attachment in ready.order_by("pk").only("pk", "original_name", "language", "search_config"):
+        with transaction.atomic():
+            index_text(attachment, attachment.language, attachment.search_config)
+        done += 1
+    if notes:
+        for pk in Note.objects.order_by("pk").values_list("pk", flat=True):
+            note_index_text(note_id=pk)
+    return done

@@ -19,7 +19,7 @@ from search.fusion import minmax
 from search.retrieval import Hit, Scope, diversify, search, vector_weight
 from tests.factories import NotebookFactory
 from tests.fake_rerank import fake_rerank_server
-from tests.fixtures.search import add_vectors, bm25, make_attachment, unit
+from tests.fixtures.search import add_vectors, as_indexed, bm25, make_attachment, unit
 from tests.fixtures.waiting import wait_until
 from tests.workers import run_worker
 
@@ -44,12 +44,12 @@ def test_bm25_counts_notes_and_chunks_as_one_collection(alice, notebook):
     # frequencies are counted per text search configuration).
     note = write(notebook, "cherry", "apple cherry")
     got = dict(retrieval.lexical(user=alice, query="apple cherry", scope=Scope(), limit=10))
-    docs = {
-        ("note", holder.pk): ["apple"],
-        ("note", note.pk): ["cherry", "apple", "cherry"],
+    docs = {  # a note's title is its title field (BM25F, as_indexed)
+        ("note", holder.pk): as_indexed([], title="apple"),
+        ("note", note.pk): as_indexed(["apple", "cherry"], title="cherry"),
     }
     for chunk in attachment.chunks.all():
-        docs[("document", chunk.pk)] = chunk.content.split()
+        docs[("document", chunk.pk)] = as_indexed(chunk.content.split())
     expected = {key: bm25(["apple", "cherry"], d, list(docs.values())) for key, d in docs.items()}
     assert got.keys() == {key for key, score in expected.items() if score > 0}
     for key, score in got.items():

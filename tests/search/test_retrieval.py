@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+import io
 import random
 
 import pytest
 from django.db import connection
 
 from attachments.models import DocumentChunk, PostingList
-from core.language import WORD_COUNT_SQL, segment_for_search, tsvector_sql
+from attachments.services.ingestion import index_text
+from core.language import segment_for_search, tsvector_sql, word_count_sql
 from notes.models import Note
 from notes.services import note_create, note_trash
 from search import bm25 as bm25_module
 from search import fusion, retrieval
 from search.retrieval import Scope
 from tests.factories import NotebookFactory, NoteFactory
-from tests.fixtures.search import add_vectors, bm25, make_attachment, unit
+from tests.fixtures.search import add_vectors, as_indexed, bm25, make_attachment, unit
 
 pytestmark = pytest.mark.django_db
 
@@ -32,7 +34,7 @@ CORPUS = [
 def test_bm25_matches_hand_computed_scores(alice):
     note = NoteFactory.create(notebook=NotebookFactory.create(owner=alice))
     attachment = make_attachment(note, CORPUS)
-    docs = [text.split() for text in CORPUS]
+    docs = [as_indexed(text.split()) for text in CORPUS]
     got = {pk: score for (_, pk), score in retrieval.lexical(
         user=alice, query="apple cherry", scope=Scope(), limit=10)}  # fmt: skip
     by_index = {c.pk: c.index for c in attachment.chunks.all()}
@@ -60,6 +62,7 @@ def test_the_top_k_is_a_full_bm25_ranking(alice, query, limit):
     note = NoteFactory.create(notebook=NotebookFactory.create(owner=alice))
     attachment = make_attachment(note, [" ".join(d) for d in docs])
     by_index = {c.pk: c.index for c in attachment.chunks.all()}
+    docs = [as_indexed(d) for d in docs]
     expected = {i: bm25(query.split(), d, docs) for i, d in enumerate(docs)}
     best = sorted((i for i in expected if expected[i] > 0), key=lambda i: (-expected[i], i))
     got = retrieval.lexical(user=alice, query=query, scope=Scope(include_notes=False), limit=limit)
@@ -88,7 +91,7 @@ def test_files_and_notes_are_ranked_together_by_bm25(alice, ids, monkeypatch):
         texts = [words() for _ in range(12)]
         attachment = make_attachment(holder, [" ".join(t) for t in texts])
         for chunk in attachment.chunks.all():
-            passages["document", chunk.pk] = texts[chunk.index]
+            passages["document", chunk.pk] = as_indexed(texts[chunk.index])
     for _ in range(6):
         title, body = rng.choice(vocabulary), words()
         note = note_create(notebook=notebook, author=alice, title=title, body=" ".join(body))
@@ -105,7 +108,7 @@ def test_files_and_notes_are_ranked_together_by_bm25(alice, ids, monkeypatch):
             ["simple", " ", notebook.pk],
         )
         cursor.execute(
-            f"UPDATE notes_note SET token_len = {WORD_COUNT_SQL} WHERE notebook_id = %s",  # noqa: S608
+            f"UPDATE notes_note SET token_len = {word_count_sql()} WHERE notebook_id = %s",  # noqa: S608
             [notebook.pk],
         )
 
@@ -206,25 +209,56 @@ def test_rrf_rewards_agreement():
 def test_token_len_counts_indexed_words(alice):
     note = NoteFactory.create(notebook=NotebookFactory.create(owner=alice))
     attachment = make_attachment(note, ["apple banana apple"])
-    assert attachment.chunks.get().token_len == 3
+    assert attachment.chunks.get().token_len == len(as_indexed(["apple", "banana", "apple"]))
+
+
+def test_a_word_counts_more_in_the_title_and_the_headings_than_in_the_text(alice, settings):
+    """BM25F: the passage under a heading naming the word, or in a file named by it, outranks
+    one that has it once in its text; the scores are BM25's over the weighted words."""
+    settings.BM25_TITLE_WEIGHT, settings.BM25_SECTION_WEIGHT = 3, 2
+    note = NoteFactory.create(notebook=NotebookFactory.create(owner=alice))
+    texts = ["queens lay eggs in spring", "the hive holds frames", "a swarm leaves the hive"]
+    attachment = make_attachment(note, texts)
+    attachment.chunks.filter(index=1).update(heading_path=["Keeping", "The queen"])
+    index_text(attachment, "", "simple")
+    named = make_attachment(note, ["notes on frames and boxes"], name="queen-rearing.pdf")
+    by_pk = {c.pk: c for c in [*attachment.chunks.all(), *named.chunks.all()]}
+    titles = {attachment.pk: "x", named.pk: "queen rearing"}
+    docs = {
+        pk: as_indexed(c.content.split(), title=titles[c.attachment_id],
+                       section=" ".join(c.heading_path))
+        for pk, c in by_pk.items()
+    }  # fmt: skip
+    got = retrieval.lexical(user=alice, query="queen", scope=Scope(include_notes=False), limit=10)
+    expected = {pk: bm25(["queen"], d, list(docs.values())) for pk, d in docs.items()}
+    assert [by_pk[pk].content for (_, pk), _ in got] == [
+        "notes on frames and boxes",
+        "the hive holds frames",
+    ]  # the title's weight (3) over the heading's (2); the text never says "queen"
+    for (_, pk), score in got:
+        assert score == pytest.approx(expected[pk], rel=1e-9)
+    settings.BM25_TITLE_WEIGHT = settings.BM25_SECTION_WEIGHT = 0
+    index_text(attachment, "", "simple")
+    index_text(named, "", "simple")
+    assert retrieval.lexical(user=alice, query="queen", scope=Scope(), limit=10) == []
 
 
 def test_each_file_keeps_its_bm25_statistics_and_they_go_with_it(alice):
-    from attachments.services.ingestion import index_text
-
     note = NoteFactory.create(notebook=NotebookFactory.create(owner=alice))
     attachment = make_attachment(note, ["apple banana apple", "banana cherry", "cherry"])
     attachment.refresh_from_db()
-    assert (attachment.chunk_count, attachment.token_total) == (3, 6)
+    t = len(as_indexed([]))  # the title x, as many times as its weight, in every chunk
+    assert (attachment.chunk_count, attachment.token_total) == (3, 6 + 3 * t)
     ids = [c.pk for c in attachment.chunks.order_by("index")]
     lists = {p.lexeme: (p.df, p.chunk_ids, p.tfs, p.lens) for p in PostingList.objects.all()}
     assert lists == {
-        "apple": (1, ids[:1], [2], [3]),
-        "banana": (2, ids[:2], [1, 1], [3, 2]),
-        "cherry": (2, ids[1:], [1, 1], [2, 1]),
+        "apple": (1, ids[:1], [2], [3 + t]),
+        "banana": (2, ids[:2], [1, 1], [3 + t, 2 + t]),
+        "cherry": (2, ids[1:], [1, 1], [2 + t, 1 + t]),
+        "x": (3, ids, [t, t, t], [3 + t, 2 + t, 1 + t]),
     }
     index_text(attachment, "", "simple")  # indexing again replaces, never adds
-    assert PostingList.objects.filter(attachment=attachment).count() == 3
+    assert PostingList.objects.filter(attachment=attachment).count() == 4
     attachment.delete()
     assert not PostingList.objects.exists()
 
@@ -241,3 +275,21 @@ def test_stop_words_in_simple_indexed_text_do_not_outrank_real_terms(alice):
         user=alice, query="How do I send all of the output to a log file?", scope=Scope(), limit=5
     )
     assert DocumentChunk.objects.get(pk=hits[0][0][1]).attachment_id == english.pk
+
+
+def test_reindex_keywords_rebuilds_files_and_notes_with_the_weights_now_set(alice, settings):
+    from django.core.management import call_command
+
+    settings.BM25_TITLE_WEIGHT, settings.BM25_SECTION_WEIGHT = 3, 2
+    notebook = NotebookFactory.create(owner=alice)
+    note = note_create(notebook=notebook, author=alice, title="Quinoa", body="cook it slowly")
+    attachment = make_attachment(note, ["apple banana apple"])
+    assert attachment.chunks.get().token_len == 6  # three words and the title x three times
+    note.refresh_from_db()
+    titled = note.token_len
+    settings.BM25_TITLE_WEIGHT = 0
+    call_command("reindex_keywords", stdout=io.StringIO())
+    assert attachment.chunks.get().token_len == 3
+    assert PostingList.objects.filter(attachment=attachment, lexeme="x").count() == 0
+    note.refresh_from_db()
+    assert note.token_len == titled - 3  # its title's one word counted three times, gone

@@ -2,17 +2,14 @@
 workspace's Studio pane, make a briefing, open it, follow a citation into the viewer (the
 quote highlighted), regenerate, rename and delete it; walk the mind map with the keyboard;
 answer the quiz; turn a flashcard; all at 1366 px, then the pane as a tab and an output page
-at 390 px without overflow. Screenshots in test-artifacts/screenshots/studio-*.png."""
+at 390 px without overflow; play the audio overview. Every other kind, and the outputs a chat
+model writes: test_studio_kinds.py. Screenshots in test-artifacts/screenshots/studio-*.png."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
-from django.contrib.auth.models import User
 from playwright.sync_api import Page, expect
 
-from notes.services import note_create, notebook_create
 from studio.models import StudioOutput
 from tests.e2e.helpers import login
 from tests.fixtures.chat_browser import (  # noqa: F401 - fixtures, shared
@@ -24,51 +21,16 @@ from tests.fixtures.chat_browser import (  # noqa: F401 - fixtures, shared
     shoot,
     worker,
 )
-from tests.guides import documents
-from tests.studio.conftest import HISTORY, ingest
+from tests.fixtures.studio_browser import (  # noqa: F401 - the notebook fixture, shared
+    WRITTEN,
+    make,
+    no_overflow,
+    notebook,
+    until,
+)
 from tests.workers import Worker
 
 pytestmark = pytest.mark.e2e
-
-DONE = re.compile("^(ready|failed)$")
-WRITTEN = 90_000  # ms for the worker to write an output (the embedding model loading included)
-
-
-@pytest.fixture
-def notebook(transactional_db):
-    erin = User.objects.create_user(username="erin", password=PASSWORD)
-    book = notebook_create(owner=erin, title="Hobbies")
-    note = note_create(notebook=book, author=erin, title="", body="")
-    ingest(erin, note, "bees.pdf", documents.bees())
-    ingest(erin, note, "sailing.pdf", documents.sailing())
-    ingest(erin, note, "history.pdf", documents.manual("Bees in the Valley", HISTORY))  # dates
-    return book
-
-
-def make(page: Page, kind: str, worker: Worker) -> None:
-    """Click the pane's button for `kind` and wait until its row (the newest) is ready."""
-    pane = page.locator("#pane-studio")
-    pane.get_by_test_id(f"studio-{kind}").click()
-    row = pane.locator(f'[data-testid=studio-row][data-kind="{kind}"]').first
-    expect(row).to_be_visible()
-    try:
-        expect(row).to_have_attribute("data-status", "ready", timeout=WRITTEN)
-    except AssertionError:
-        worker.check_alive()
-        raise AssertionError(f"not written; worker log:\n{worker.tail()}") from None
-
-
-def until(page: Page, condition: str, seconds: float = 15.0) -> None:
-    """Poll a JavaScript condition (wait_for_function evaluates strings, which the CSP forbids)."""
-    for _ in range(int(seconds * 10)):
-        if page.evaluate(condition):
-            return
-        page.wait_for_timeout(100)
-    raise AssertionError(f"never true: {condition}")
-
-
-def no_overflow(page: Page) -> None:
-    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
 
 
 def test_make_open_cite_regenerate_rename_and_delete(
@@ -239,113 +201,4 @@ def test_audio_overview_plays_with_its_transcript(
     expect(page.get_by_test_id("audio-player")).to_be_visible()
     no_overflow(page)
     shoot(page, "studio-390-audio")
-    assert not errors, errors
-
-
-def reveal(page: Page, kind: str) -> None:
-    """Show where an output's first citation chip is (a card's back, a quiz answer, a node)."""
-    if kind == "flashcards":
-        page.get_by_test_id("flashcard").first.locator("summary").click()
-    elif kind == "quiz":
-        page.locator(".quiz-why summary").first.click()
-    elif kind == "mind_map":
-        page.get_by_role("button", name="Expand all").click()
-
-
-def cite(page: Page, kind: str) -> None:
-    """Follow the output's first visible citation into the viewer, then close it."""
-    reveal(page, kind)
-    page.locator("[data-testid=citation-chip]:visible").first.click()
-    viewer = page.get_by_test_id("pdf-viewer")
-    expect(viewer).to_be_visible()
-    expect(viewer.get_by_test_id("viewer-quote")).not_to_be_empty()
-    viewer.get_by_test_id("viewer-close").click()
-    expect(viewer).to_be_hidden()
-
-
-def test_every_kind_is_made_cited_regenerated_and_deleted_at_both_widths(
-    chat_page: Page, errors: list[str], notebook, worker: Worker
-) -> None:
-    """Each kind besides the briefing (above): made from the pane and opened at 1366 px, a
-    citation followed into the viewer, regenerated; then at 390 px a citation followed again
-    without overflow, and the output deleted."""
-    page = chat_page
-    login(page, "erin", PASSWORD)
-    for kind in ("study_guide", "faq", "timeline", "mind_map", "flashcards", "quiz", "audio"):
-        page.set_viewport_size({"width": 1366, "height": 900})
-        page.goto(f"/notebooks/{notebook.pk}/")
-        pane = page.locator("#pane-studio")
-        pane.get_by_test_id(f"studio-{kind}").click()
-        row = pane.locator(f'[data-testid=studio-row][data-kind="{kind}"]').first
-        try:
-            expect(row).to_have_attribute("data-status", DONE, timeout=3 * WRITTEN)
-        except AssertionError:
-            worker.check_alive()
-            raise AssertionError(f"{kind} not written; worker log:\n{worker.tail()}") from None
-        assert row.get_attribute("data-status") == "ready", row.inner_text()
-        row.locator("a.studio-title").click()
-        expect(page.get_by_test_id("studio-output")).to_be_visible()
-        cite(page, kind)
-        written = StudioOutput.objects.get(kind=kind)
-        page.get_by_test_id("studio-regenerate").click()
-        expect(page.get_by_test_id("studio-status")).to_have_attribute(
-            "data-status", "ready", timeout=3 * WRITTEN
-        )
-        again = StudioOutput.objects.get(kind=kind)
-        assert again.token > written.token
-        assert again.ready_at
-        assert written.ready_at
-        assert again.ready_at > written.ready_at
-
-        page.set_viewport_size({"width": 390, "height": 844})
-        page.reload()
-        expect(page.get_by_test_id("studio-output")).to_be_visible()
-        no_overflow(page)
-        cite(page, kind)
-        no_overflow(page)  # the focused chip's card too
-        shoot(page, f"studio-390-{kind.replace('_', '-')}")
-        page.get_by_test_id("studio-delete").click()
-        page.get_by_test_id("studio-delete-confirm").click()
-        page.wait_for_url(f"**/notebooks/{notebook.pk}/**")
-        assert not StudioOutput.objects.filter(kind=kind).exists()
-    assert not errors, errors
-
-
-def test_with_a_chat_model_the_briefing_is_written_and_the_mind_map_has_themes(
-    chat_page: Page, errors: list[str], notebook, tmp_path
-) -> None:
-    """A worker with a chat model (a local fake server speaking OpenAI's protocol, the strict
-    profile: json_schema refused, so the JSON comes another way) writes the briefing from its
-    quotes and groups the mind map's topics into themes; the pages say the model wrote them,
-    the citations still open the viewer, at 1366 and 390 px."""
-    from tests.fake_chat import fake_chat_server
-    from tests.workers import run_worker
-
-    page = chat_page
-    with fake_chat_server("strict") as model, run_worker(
-        log=tmp_path / "qcluster.log", CHAT_MODEL="fake-model",
-        OPENAI_BASE_URL=f"{model.url}/v1", OPENAI_API_KEY="test-key",
-    ) as running:  # fmt: skip
-        page.set_viewport_size({"width": 1366, "height": 900})
-        login(page, "erin", PASSWORD)
-        page.goto(f"/notebooks/{notebook.pk}/")
-        for kind in ("briefing", "mind_map"):
-            make(page, kind, running)
-    assert {o.model for o in StudioOutput.objects.all()} == {"fake-model"}
-    rows = page.locator("#pane-studio [data-testid=studio-row]")
-    rows.and_(page.locator('[data-kind="briefing"]')).locator("a.studio-title").click()
-    expect(page.get_by_test_id("studio-provenance")).to_contain_text("Written by fake-model")
-    cite(page, "briefing")
-    shoot(page, "studio-1366-briefing-model")
-    page.go_back()
-    rows.and_(page.locator('[data-kind="mind_map"]')).locator("a.studio-title").click()
-    expect(page.get_by_test_id("studio-provenance")).to_contain_text("named by fake-model")
-    page.get_by_role("button", name="Expand all").click()
-    expect(page.locator("[role=treeitem]", has_text="First theme").first).to_be_visible()
-    cite(page, "mind_map")
-    shoot(page, "studio-1366-mind-map-model")
-    page.set_viewport_size({"width": 390, "height": 844})
-    page.reload()
-    no_overflow(page)
-    shoot(page, "studio-390-mind-map-model")
     assert not errors, errors

@@ -267,3 +267,22 @@ def test_with_the_budget_spent_the_reports_stay_quoted(library, settings):
     assert output.status == "ready", output.error
     assert output.model == ""
     assert not _studio_requests(server, "numbered statements")
+
+
+@pytest.mark.parametrize(
+    "kind", ["briefing", "study_guide", "faq", "timeline", "mind_map", "flashcards", "quiz"]
+)
+def test_every_kind_completes_with_a_strict_servers_model_and_every_citation_verified(
+    library, settings, kind
+):
+    """llama-cpp-python's behaviours (json_schema refused, tools dropped, usage missing, …):
+    each kind still completes, and every statement's markers name a verified citation."""
+    output, _server = written(library, settings, kind, profile="strict")
+    assert output.status == "ready", output.error
+    quotes = {c["n"]: c for c in output.content["citations"]}
+    assert quotes
+    assert all(c.get("quote") for c in quotes.values())
+    texts = _texts(output.content)
+    assert not any("Napoleon" in t for t in texts)
+    for text in texts:
+        assert {int(n) for n in MARKER.findall(text)} <= set(quotes)

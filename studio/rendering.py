@@ -82,6 +82,7 @@ def stage_label(stage: str) -> str:
         "outline": _("Drawing the outline…"),
         "topics": _("Placing the key topics…"),
         "script": _("Writing the script…"),
+        "writing": _("The chat model is writing…"),
         "speech": _("Speaking…"),
         "encoding": _("Making the audio file…"),
     }

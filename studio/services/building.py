@@ -6,6 +6,10 @@ Every statement cites the passage it quotes by [n]; `Citations.finish` checks ev
 its page (grounding.citations.verify, as chat answers are checked) and leaves out whatever
 statement a check refuses, so no statement is shown as fact without its quote on the page.
 
+With a chat model, studio.services.drafting then writes the briefing, the concepts and the
+events from those quotes (each sentence checked against the quotes it cites) and groups the
+mind map's key topics into themes.
+
 The methods are general, not fitted to one language or one set of documents: central
 sentences by embedding centrality with maximal marginal relevance (guides.services.content),
 key phrases by KeyBERT's method (guides.services.phrases), definitions as the sentences that
@@ -197,6 +201,12 @@ def _renumbered(item: dict[str, Any], order: dict[int, int]) -> dict[str, Any]:
     if isinstance(out.get("children"), list):  # a mind map node
         out["children"] = [_renumbered(c, order) for c in out["children"]]
     return out
+
+
+def _writing(beat: Beat, percent: int) -> None:
+    """The stage while the chat model writes (studio.services.drafting), when there is one."""
+    if settings.CHAT_MODEL:
+        beat("writing", percent)
 
 
 def _numbered(items: list[dict[str, Any]]) -> dict[int, str]:
@@ -391,6 +401,7 @@ def briefing(material: Material, beat: Beat) -> dict[str, Any]:
     """The quoted briefing (`quoted_briefing`), written by the chat model when there is one
     (studio.services.drafting.briefing: every sentence checked against the quotes it cites)."""
     told = quoted_briefing(material, beat)
+    _writing(beat, 92)
     written = drafting.briefing(told, material.user)
     if written is None:
         return told
@@ -441,6 +452,7 @@ def study_guide(material: Material, beat: Beat) -> dict[str, Any]:
     cites = Citations()
     found = definitions(material, analysis, beat, 35, 60)
     concepts = [{"term": phrase, "text": cites.sentence(s)} for phrase, s in found]
+    _writing(beat, 60)
     explained = drafting.concepts(concepts, _numbered(concepts), material.user)
     if explained is not None:
         concepts = explained
@@ -597,7 +609,7 @@ def timeline(material: Material, beat: Beat) -> dict[str, Any]:
         events = [events[int(i * step)] for i in range(EVENTS)]
     items = [{"date": e.when.isoformat(), "precision": e.precision,
               "text": cites.sentence(e.sentence)} for e in events]  # fmt: skip
-    beat("events", 92)
+    _writing(beat, 92)
     said = drafting.events(items, _numbered(items), material.user)
     if said is not None:
         items = said
@@ -639,6 +651,7 @@ def mind_map(material: Material, beat: Beat) -> dict[str, Any]:
             topics.append({"text": f"{phrase} [{cites.cite(_of(found), phrase)}]", "label": phrase,
                            "topic": True, "children": []})  # fmt: skip
     beat("topics", 90)
+    _writing(beat, 92)
     grouped = drafting.themes(topics, material.title, material.user)
     if grouped is not None:
         topics = grouped

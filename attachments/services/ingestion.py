@@ -217,6 +217,9 @@ def _reuse(run: _Run) -> bool:
             ready_at=timezone.now(),
             **{field: getattr(source, field) for field in COPIED_FIELDS},
         )
+        if title_words(source.original_name) != title_words(run.attachment.original_name):
+            # The copied keyword index holds the source's title (a field of BM25): its own, now.
+            index_text(run.attachment, source.language, source.search_config)
     logger.info("attachment %s reused the ingestion of attachment %s in %.2f s",
                 run.attachment.pk, source.pk, run.timings["reuse"])  # fmt: skip
     return True

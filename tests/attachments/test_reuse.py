@@ -275,3 +275,24 @@ def test_reprocessing_a_copy_ingests_it_for_real(alice, first):
     assert "reused_from" not in second.timings
     assert "extract" in second.timings
     assert_consistent(second)
+
+
+def test_a_copy_under_another_name_is_found_by_its_own_name(alice, first, monkeypatch):
+    """The file's title is a field of the keyword index (BM25 over fields): a copy reused
+    under another name is found by the words of its name, not by the first file's."""
+    from tests.fixtures.documents import sample
+
+    calls = _refuse_pipeline(monkeypatch)
+    second = ingest(upload(alice, new_note(alice), "Ospreys-Field-Guide.pdf", sample(PDF)))
+    assert calls == []
+    assert second.timings["reused_from"] == first.pk
+
+    def found(query: str) -> set[int]:
+        hits = search(user=alice, query=query, scope=Scope(), mode="lexical").hits
+        return {chunk_of(h).attachment_id for h in hits}
+
+    assert found("ospreys") == {second.pk}
+    assert second.pk not in found("text")  # the first file's name
+    second.refresh_from_db()
+    assert second.chunk_count == first.chunk_count
+    assert_consistent(second)

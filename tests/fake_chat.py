@@ -134,7 +134,7 @@ REFORMULATING = "rewrite the latest question"
 # split into two themes.
 STUDIO_WRITING = "numbered statements quoted from the reader's sources"
 STUDIO_THEMES = "key topics of a set of documents for a mind map"
-STUDIO_GROUP = re.compile(r"^(Section|Concept|Event) (\d+)\b.*$", re.MULTILINE)
+STUDIO_GROUP = re.compile(r"^(Section|Item) (\d+)\b.*$", re.MULTILINE)
 STATEMENT = re.compile(r"^\[(\d+)\] (.+)$", re.MULTILINE)
 LATEST = re.compile(r"Latest question: (.*)\Z", re.DOTALL)
 ASKED = re.compile(r"^User: (.*)$", re.MULTILINE)
@@ -265,12 +265,9 @@ def studio_writing(body: dict[str, Any], embellish: bool) -> Metadata:
         return [*out, f"Napoleon wrote this in 1805 at Waterloo [{n}]."] if embellish else out
 
     kind = groups[0][0] if groups else "Section"
-    if kind == "Concept":
-        return Metadata({"concepts": [{"concept": i, "text": " ".join(written(said))}
-                                      for _k, i, said in groups]})  # fmt: skip
-    if kind == "Event":
-        return Metadata({"events": [{"event": i, "text": " ".join(written(said))}
-                                    for _k, i, said in groups]})  # fmt: skip
+    if kind == "Item":  # a study guide's concepts, a timeline's events
+        return Metadata({"items": [{"item": i, "text": " ".join(written(said))}
+                                   for _k, i, said in groups]})  # fmt: skip
     first = [f"{first_sentence(t)} [{n}]" for _k, _i, said in groups[:2] for n, t in said[:1]]
     return Metadata({"summary": first + (["Napoleon wrote all of it [1]."] if embellish else []),
                      "sections": [{"section": i, "points": written(said)}

@@ -16,6 +16,7 @@ with the budget spent, the model gone or its reply junk, the output is the quote
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.conf import settings
@@ -192,88 +193,69 @@ def briefing(told: dict[str, Any], user: User) -> list[dict[str, Any]] | None:
     return out if wrote else None
 
 
-# --- Study guide: each key concept explained ----------------------------------------------
+# --- Study guide concepts and timeline events: each item said again -----------------------
 
 
-class _Explained(BaseModel):
-    concept: int
+class _Said(BaseModel):
+    item: int
     text: str = Field(max_length=1200)
 
 
-class _Concepts(BaseModel):
-    concepts: list[_Explained] = Field(default_factory=list, max_length=40)
+class _Items(BaseModel):
+    items: list[_Said] = Field(default_factory=list, max_length=80)
+
+
+def _each_item(items: list[dict[str, Any]], numbered: dict[int, str], user: User, *,
+               name: str, task: str, head: Callable[[int, dict[str, Any]], str]
+               ) -> list[dict[str, Any]] | None:  # fmt: skip
+    """Each item (its quoted statements listed under `head`) said again by the model as
+    `task` asks; an item whose sentence fails keeps its quote. None: none written."""
+    if not items:
+        return None
+    owns = [{n: numbered[n] for n in _numbers(item) if n in numbered} for item in items]
+    parts = [f"{head(i, item)}\n{listed(own)}"
+             for i, (item, own) in enumerate(zip(items, owns, strict=True), start=1)]  # fmt: skip
+    system = (
+        f"{task} {rules()} Answer with JSON: "
+        '{"items": [{"item": 1, "text": "..."}]}, one entry per numbered item.'
+    )
+    reply = ask(user, name=name, system=system, prompt="\n\n".join(parts), reply=_Items)
+    if reply is None:
+        return None
+    said = {entry.item: entry.text for entry in reply.items}
+    out, wrote = [], False
+    for i, (item, own) in enumerate(zip(items, owns, strict=True), start=1):
+        kept = backed(said.get(i, ""), own) if own else ""
+        out.append({**item, "text": kept, "written": True} if kept else item)
+        wrote = wrote or bool(kept)
+    return out if wrote else None
 
 
 def concepts(items: list[dict[str, Any]], numbered: dict[int, str],
              user: User) -> list[dict[str, Any]] | None:  # fmt: skip
     """Key concepts (term and the quoted sentence defining it) explained by the model from
-    their sentences; a concept whose explanation fails keeps its quote. None: none written."""
-    if not items:
-        return None
-    parts = []
-    for i, item in enumerate(items, start=1):
-        own = {n: numbered[n] for n in _numbers(item) if n in numbered}
-        parts.append(f"Concept {i}: {item['term']}\n{listed(own)}")
-    system = (
-        "You write the key concepts of a study guide from numbered statements quoted from the "
-        "reader's sources. For each concept, explain in 1 or 2 plain sentences what its "
-        "statements say it is or does. " + rules() + ' Answer with JSON: {"concepts": '
-        '[{"concept": 1, "text": "..."}]}'
-    )
-    reply = ask(user, name="studio concepts", system=system, prompt="\n\n".join(parts),
-                reply=_Concepts)  # fmt: skip
-    if reply is None:
-        return None
-    said = {c.concept: c.text for c in reply.concepts}
-    out, wrote = [], False
-    for i, item in enumerate(items, start=1):
-        own = {n: numbered[n] for n in _numbers(item) if n in numbered}
-        kept = backed(said.get(i, ""), own) if own else ""
-        out.append({**item, "text": kept, "written": True} if kept else item)
-        wrote = wrote or bool(kept)
-    return out if wrote else None
-
-
-# --- Timeline: what happened, said short -------------------------------------------------
-
-
-class _Event(BaseModel):
-    event: int
-    text: str = Field(max_length=600)
-
-
-class _Events(BaseModel):
-    events: list[_Event] = Field(default_factory=list, max_length=80)
+    their sentences (`_each_item`)."""
+    return _each_item(
+        items, numbered, user, name="studio concepts",
+        task="You write the key concepts of a study guide from numbered statements quoted from "
+        "the reader's sources. For each item (a concept), explain in 1 or 2 plain sentences "
+        "what its statements say it is or does.",
+        head=lambda i, item: f"Item {i} (concept): {item['term']}",
+    )  # fmt: skip
 
 
 def events(items: list[dict[str, Any]], numbered: dict[int, str],
            user: User) -> list[dict[str, Any]] | None:  # fmt: skip
     """Dated events (the date parsed, the quoted sentence) said in one short sentence each by
-    the model; an event whose sentence fails keeps its quote. None: none written."""
-    if not items:
-        return None
-    parts = []
-    for i, item in enumerate(items, start=1):
-        own = {n: numbered[n] for n in _numbers(item) if n in numbered}
-        parts.append(f"Event {i} ({item['date']}):\n{listed(own)}")
-    system = (
-        "You write a timeline from numbered statements quoted from the reader's sources, each "
-        "with the date found in it. For each event, say in one short sentence what happened "
-        "or held then, as its statement says; leave the date out (it is shown beside the "
-        "sentence). " + rules() + ' Answer with JSON: {"events": [{"event": 1, "text": "..."}]}'
-    )
-    reply = ask(user, name="studio timeline", system=system, prompt="\n\n".join(parts),
-                reply=_Events)  # fmt: skip
-    if reply is None:
-        return None
-    said = {e.event: e.text for e in reply.events}
-    out, wrote = [], False
-    for i, item in enumerate(items, start=1):
-        own = {n: numbered[n] for n in _numbers(item) if n in numbered}
-        kept = backed(said.get(i, ""), own) if own else ""
-        out.append({**item, "text": kept, "written": True} if kept else item)
-        wrote = wrote or bool(kept)
-    return out if wrote else None
+    the model (`_each_item`)."""
+    return _each_item(
+        items, numbered, user, name="studio timeline",
+        task="You write a timeline from numbered statements quoted from the reader's sources, "
+        "each with the date found in it. For each item (an event), say in one short sentence "
+        "what happened or held then, as its statement says; leave the date out (it is shown "
+        "beside the sentence).",
+        head=lambda i, item: f"Item {i} (event, {item['date']}):",
+    )  # fmt: skip
 
 
 # --- Mind map: the key topics grouped into themes ------------------------------------------

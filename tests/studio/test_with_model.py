@@ -165,9 +165,8 @@ def _briefly(view):
         return None
     reply = studio_writing(view, embellish=True).data
     assert isinstance(reply, dict)
-    for key in ("concepts", "events"):
-        for entry in reply.get(key, []):
-            entry["text"] = f"Briefly: {entry['text']}"
+    for entry in reply.get("items", []):
+        entry["text"] = f"Briefly: {entry['text']}"
     for part in reply.get("sections", []):
         part["points"] = [f"Briefly: {p}" for p in part["points"]]
     return Metadata(reply)

@@ -538,6 +538,11 @@ SEARCH_ANCHOR_PAGE_WINDOW = env_int("SEARCH_ANCHOR_PAGE_WINDOW", 1, minimum=0)
 SEARCH_CONTEXT_WEIGHT = env_float("SEARCH_CONTEXT_WEIGHT", 0.75, minimum=0)
 # …and the turn before's words are one more lexical leg, this much of the question's own.
 SEARCH_CONTEXT_LEXICAL_WEIGHT = env_float("SEARCH_CONTEXT_LEXICAL_WEIGHT", 0.75, minimum=0)
+# Two-level search (docs/retrieval.md): a hybrid search over more documents than
+# SEARCH_TWO_LEVEL_MIN_DOCUMENTS and SEARCH_TWO_LEVEL_DOCUMENTS first ranks whole documents,
+# then searches the passages of the best SEARCH_TWO_LEVEL_DOCUMENTS of them; 0 turns it off.
+SEARCH_TWO_LEVEL_DOCUMENTS = env_int("SEARCH_TWO_LEVEL_DOCUMENTS", 20, minimum=0)
+SEARCH_TWO_LEVEL_MIN_DOCUMENTS = env_int("SEARCH_TWO_LEVEL_MIN_DOCUMENTS", 3, minimum=0)
 
 # A source's document type, suggested name and extracted data are shown (source row, split
 # view, search badges and type filters) only when the type was recognised with at least this

@@ -169,3 +169,56 @@ def _scores(
         return passages + lowest, sums[passages]
     passages, which = np.unique(pk, return_inverse=True)
     return passages, np.bincount(which, weights=per_posting)
+
+
+_DOCUMENTS_SQL = """
+WITH scope AS MATERIALIZED ({scope}),
+stats AS MATERIALIZED (  -- N documents and their average length in passages
+    SELECT count(*)::float8 AS n, coalesce(avg(a.chunk_count), 0)::float8 AS avgdl
+    FROM attachments_noteattachment a WHERE a.id IN (SELECT id FROM scope)
+),
+configs AS (SELECT DISTINCT search_config AS cfg FROM scope),
+terms AS MATERIALIZED (
+    SELECT DISTINCT cfg, unnest(tsvector_to_array(to_tsvector(
+        cfg::regconfig, CASE WHEN cfg = 'simple' THEN unaccent(%s) ELSE %s END
+    ))) AS lexeme
+    FROM configs
+),
+files AS (SELECT search_config AS cfg, array_agg(id ORDER BY id) AS ids FROM scope GROUP BY 1),
+lists AS MATERIALIZED (  -- one row per (term, file that holds it): the file's passage count
+    SELECT t.cfg, t.lexeme, p.attachment_id, p.df
+    FROM terms t
+    JOIN files f ON f.cfg = t.cfg
+    JOIN attachments_postinglist p ON p.lexeme = t.lexeme AND p.attachment_id = ANY(f.ids)
+),
+idf AS (
+    SELECT cfg, lexeme, ln(1 + (st.n - count(*) + 0.5) / (count(*) + 0.5)) AS idf
+    FROM lists CROSS JOIN stats st GROUP BY cfg, lexeme, st.n
+)
+SELECT l.attachment_id, sum(
+    i.idf * l.df * {k1_plus_1}
+    / (l.df + {k1} * (1 - {b} + {b} * a.chunk_count / greatest(st.avgdl, 1)))
+)
+FROM lists l JOIN idf i USING (cfg, lexeme)
+JOIN attachments_noteattachment a ON a.id = l.attachment_id
+CROSS JOIN stats st
+GROUP BY l.attachment_id ORDER BY 2 DESC, 1 LIMIT %s
+"""
+
+
+def rank_documents(
+    *, text: str, scope: tuple[str, tuple[Any, ...]], limit: int
+) -> list[tuple[int, float]]:
+    """(attachment id, score), best first: BM25 over whole documents (the first level of a
+    two-level search). A document's term frequency is the number of its passages that hold the
+    term and its length its number of passages, both read from the posting lists' `df` and the
+    per-file counts: one row per (query lexeme, file), no postings. Counting passages rather
+    than occurrences keeps a word repeated in one table or index from outweighing a topic the
+    document returns to throughout."""
+    if limit <= 0:
+        return []
+    scope_sql, scope_params = scope
+    sql = _DOCUMENTS_SQL.format(scope=scope_sql, k1=K1, k1_plus_1=K1 + 1, b=B)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*scope_params, text, text, limit])
+        return [(int(pk), float(score)) for pk, score in cursor.fetchall()]

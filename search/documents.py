@@ -162,6 +162,7 @@ def search_documents(
         candidates=PASSAGE_POOL,
         rerank=False,
         extra_queries=extra_queries,
+        two_level=False,  # every document's best passage: the documents are ranked here
     )
     info.update({k: v for k, v in passages.info.items() if k in ("query_language", "degraded")})
     if passages.info.get("warming_up"):

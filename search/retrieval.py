@@ -11,8 +11,9 @@ import math
 import os
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from django.conf import settings
@@ -42,6 +43,8 @@ Key = tuple[Kind, int]  # ("document", chunk id) or ("note", note id)
 MAX_QUERY_CHARS = 2000
 EF_SEARCH = 400  # recall@10 0.97 vs 0.85 at 100 on 100k chunks (bench), +1 ms
 WINDOWS_PER_HIT = 3  # vector rows fetched per wanted hit: a long chunk has several windows
+WINDOWS_PER_DOCUMENT = 10  # two-level search: nearest windows fetched per wanted document
+DOCUMENT_CANDIDATES_PER_KEPT = 3  # two-level search: documents ranked per leg, per one kept
 # What a search without its vector leg says, in English (the API's `info.degraded`); the
 # search page shows it translated (gettext_noop marks the known reasons for the catalogues).
 DEGRADED = gettext_noop("vector search unavailable: %(reason)s")
@@ -64,6 +67,9 @@ class Scope:
     note_ids: list[int] | None = None  # the notes searched as passages (chosen sources)
     # Only documents whose profile has this type (intelligence's SourceProfile); notes have none.
     doc_type: str | None = None
+    # The second level of a two-level search: only these documents' passages (those the first
+    # level ranked best); unlike `attachment_ids` it leaves which notes are searched alone.
+    top_documents: list[int] | None = None
 
     @property
     def searches_notes(self) -> bool:
@@ -144,6 +150,8 @@ def scoped_attachments(*, user: User, scope: Scope) -> tuple[str, tuple[Any, ...
     if wanted is not None:
         # An empty list means no files (pk__in=[] would make the ORM refuse to compile SQL).
         attachments = attachments.filter(pk__in=wanted or [-1])
+    if scope.top_documents is not None:
+        attachments = attachments.filter(pk__in=scope.top_documents or [-1])
     # A type filter matches the types as shown: a confident (or the owner's) type; Other is
     # every source without one.
     if scope.doc_type == "other":
@@ -173,13 +181,7 @@ def lexical(*, user: User, query: str, scope: Scope, limit: int) -> list[tuple[K
     The query's stop words are dropped first: a chunk indexed with `simple` (e.g. the English
     licence inside a Chinese manual) keeps its stop words, and "the" or "how" would otherwise
     look rare and outweigh every real term."""
-    text = _clean(query)
-    if not text:
-        return []
-    if cjk_ratio(text) > 0:
-        # Chinese chunks were indexed as jieba words; the query must be cut the same way.
-        text = segment_for_search(text, "zh")
-    text = _without_stop_words(text)
+    text = _keyword_text(query)
     if not text:
         return []
     found = bm25.rank(
@@ -246,6 +248,15 @@ def phrase_occurs(*, user: User, phrase: str, scope: Scope) -> bool:
         cursor.execute(query, [*scope_params, *note_params, text, text])
         row = cursor.fetchone()
     return bool(row and row[0])
+
+
+def _keyword_text(query: str) -> str:
+    """The query as the keyword index reads it: Chinese cut into words as ingestion cut the
+    chunks (jieba), stop words dropped."""
+    text = _clean(query)
+    if text and cjk_ratio(text) > 0:
+        text = segment_for_search(text, "zh")
+    return _without_stop_words(text) if text else ""
 
 
 def _without_stop_words(text: str) -> str:
@@ -324,6 +335,75 @@ def _unit(values: list[float]) -> list[float]:
     return [v / norm for v in values] if norm else list(values)
 
 
+def document_vector(
+    *, user: User, embedding: list[float], scope: Scope, limit: int
+) -> list[tuple[int, float]]:
+    """(attachment id, cosine similarity of its best window), best first: the documents of
+    the windows nearest the query in the chunk vectors' HNSW index, scoped in SQL like
+    `vector`."""
+    literal = "[" + ",".join(f"{v:.7g}" for v in embedding) + "]"
+    scope_sql, scope_params = scoped_attachments(user=user, scope=scope)
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"SET LOCAL hnsw.ef_search = {EF_SEARCH}")
+        cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        cursor.execute(
+            f"WITH scope AS MATERIALIZED ({scope_sql}) "  # noqa: S608 - built by the ORM
+            "SELECT attachment_id, max(similarity) FROM ("
+            "  SELECT v.attachment_id, 1 - (v.embedding <=> %s::vector) AS similarity"
+            f"  FROM {ChunkVector._meta.db_table} v"
+            "  WHERE v.attachment_id IN (SELECT id FROM scope)"
+            "  ORDER BY v.embedding <=> %s::vector LIMIT %s"
+            ") windows GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT %s",
+            [*scope_params, literal, literal, limit * WINDOWS_PER_DOCUMENT, limit],
+        )
+        return [(int(pk), float(sim)) for pk, sim in cursor.fetchall()]
+
+
+def documents_in_scope(*, user: User, scope: Scope, at_most: int) -> int:
+    """How many documents the scope holds, counted up to `at_most`."""
+    sql, params = scoped_attachments(user=user, scope=scope)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*) FROM ({sql} LIMIT %s) s", [*params, at_most])  # noqa: S608
+        row = cursor.fetchone()
+    return int(row[0]) if row else 0
+
+
+def top_documents(
+    *,
+    user: User,
+    query: str,
+    scope: Scope,
+    keep: int,
+    embedding: Callable[[], list[float] | None],
+    vector_weight_of_query: float,
+    extra_queries: list[str] | None = None,
+) -> tuple[list[int], dict[str, list[tuple[int, float]]]]:
+    """The first level of a two-level search: the `keep` documents in scope that best match
+    `query`, by reciprocal rank fusion of document-level BM25 (`bm25.rank_documents`, per
+    query: the original and its extra forms) and the documents of the windows nearest the
+    query's vector (`document_vector`; `embedding()` gives it, or None without one: it is
+    asked for after the keyword legs, which run while the query is embedded), weighted like
+    the passage legs. Returns the ids and the legs."""
+    depth = keep * DOCUMENT_CANDIDATES_PER_KEPT
+    scope_sql = scoped_attachments(user=user, scope=scope)
+    legs: dict[str, list[tuple[int, float]]] = {}
+    weights: dict[str, float] = {}
+    for n, text in enumerate([query, *(extra_queries or [])]):
+        words = _keyword_text(text)
+        if words:
+            name = "lexical" if n == 0 else f"lexical:{n}"
+            legs[name] = bm25.rank_documents(text=words, scope=scope_sql, limit=depth)
+            weights[name] = settings.SEARCH_LEXICAL_WEIGHT
+    query_vector = embedding() if vector_weight_of_query else None
+    if query_vector is not None:
+        legs["vector"] = document_vector(
+            user=user, embedding=query_vector, scope=scope, limit=depth
+        )
+        weights["vector"] = vector_weight_of_query
+    fused = rrf(legs, weights)
+    return sorted(fused, key=lambda pk: (-fused[pk], pk))[:keep], legs
+
+
 def anchored_scope(scope: Scope, anchors: list[int]) -> Scope:
     """`scope` narrowed to the anchored documents (still filtered by the user: ids only
     narrow), without notes."""
@@ -367,6 +447,7 @@ def search(
     context_text: str = "",
     extra_queries: list[str] | None = None,
     budgeted: bool = False,
+    two_level: bool = True,
 ) -> SearchResult:
     """Ranked passages (document chunks and notes) for `query` among what `user` may see,
     with every score, the timings of each stage and how the ranking was made.
@@ -388,7 +469,10 @@ def search(
     query's English translation and expansion, search.expansion) are searched too, each leg
     beside the original's, and fused with them. `budgeted`: the rerank draws on the user's
     model-call budget (the search page and API; the chat agent's searches are under the chat
-    rate limit), and the fused order stays when it is spent."""
+    rate limit), and the fused order stays when it is spent. `two_level`: a hybrid search over
+    more than SEARCH_TWO_LEVEL_MIN_DOCUMENTS documents (and more than it keeps) first ranks
+    the documents (`top_documents`) and searches the passages of the best
+    SEARCH_TWO_LEVEL_DOCUMENTS of them (and of the anchored ones), notes as the scope says."""
 
     scope = scope or Scope()
     fusion = fusion or cast("Fusion", settings.SEARCH_FUSION)
@@ -414,6 +498,9 @@ def search(
             leg_weights["vector"], info["query_language"] = vector_weight(_clean(query))
             # The model embeds the query (torch, GIL released) while Postgres runs BM25.
             embedding = _embedding_pool().submit(_embed_query, _clean(query))
+    if two_level and mode == "hybrid":
+        scope = _two_level(user, query, scope, embedding, leg_weights["vector"], extra_queries,
+                           anchors, timings, info)  # fmt: skip
     if mode in ("lexical", "hybrid"):
         started = time.perf_counter()
         legs["lexical"] = lexical(user=user, query=query, scope=scope, limit=depth)
@@ -504,6 +591,55 @@ def search(
     total = time.perf_counter() - search_started
     metrics.observe_search(timings, total, info, mode=mode)
     return SearchResult(ranked[:limit], timings, info, total, degraded_reason)
+
+
+def _two_level(
+    user: User,
+    query: str,
+    scope: Scope,
+    embedding: Future[tuple[list[float], float]] | None,
+    vector_weight_of_query: float,
+    extra_queries: list[str] | None,
+    anchors: list[int] | None,
+    timings: dict[str, float],
+    info: dict[str, Any],
+) -> Scope:
+    """`scope` narrowed to the documents the first level ranks best (plus the anchored ones),
+    when it holds more than it keeps and more than SEARCH_TWO_LEVEL_MIN_DOCUMENTS; else as
+    it is."""
+    keep = int(settings.SEARCH_TWO_LEVEL_DOCUMENTS)
+    if not keep or not scope.include_documents or not _clean(query):
+        return scope
+    started = time.perf_counter()
+    threshold = max(int(settings.SEARCH_TWO_LEVEL_MIN_DOCUMENTS), keep)
+    if documents_in_scope(user=user, scope=scope, at_most=threshold + 1) <= threshold:
+        return scope
+
+    def query_vector() -> list[float] | None:
+        if embedding is None:
+            return None
+        try:
+            return embedding.result(_query_wait())[0]
+        except Exception:  # the passages' vector leg reports it
+            return None
+
+    kept, legs = top_documents(
+        user=user,
+        query=query,
+        scope=scope,
+        keep=keep,
+        embedding=query_vector,
+        vector_weight_of_query=vector_weight_of_query,
+        extra_queries=extra_queries,
+    )
+    kept = sorted(set(kept) | set(anchors or []))
+    timings["documents"] = time.perf_counter() - started
+    # The documents whose passages were searched, and how many each first-level leg ranked.
+    info["two_level"] = {
+        "attachment_ids": kept,
+        "legs": {name: len(leg) for name, leg in legs.items()},
+    }
+    return replace(scope, top_documents=kept)
 
 
 def _extra_legs(

@@ -61,9 +61,8 @@ SEED = 7
 # --- 1. Corpus -------------------------------------------------------------------------------
 
 
-def _doc(node: ast.AST) -> str:
-    text = ast.get_docstring(node, clean=True) if isinstance(node, ast.AST) else None
-    return text or ""
+def _doc(node: ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> str:
+    return ast.get_docstring(node, clean=True) or ""
 
 
 def module_page(path: Path, name: str) -> tuple[str, int] | None:
@@ -87,7 +86,8 @@ def module_page(path: Path, name: str) -> tuple[str, int] | None:
                         and _doc(item)
                     ):
                         sections.append((f"{name}.{node.name}.{item.name}", _doc(item)))
-    body, words = [], 0
+    body: list[str] = []
+    words = 0
     for title, text in sections:
         if words >= MAX_WORDS:
             break

@@ -87,7 +87,9 @@ def test_the_documents_of_the_nearest_windows_rank_too(alice, library, settings)
         user=alice, query="aurora", scope=Scope(note_id=note.pk), keep=3,
         embedding=lambda: unit(0), vector_weight_of_query=1.0,
     )  # fmt: skip
-    assert legs["vector"] == [(others[0].pk, pytest.approx(1.0))]
+    ((pk, similarity),) = legs["vector"]
+    assert pk == others[0].pk
+    assert similarity == pytest.approx(1.0)
     assert set(kept) == {topic.pk, repeated.pk, others[0].pk}
 
 

@@ -5,7 +5,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from attachments import services
-from attachments.models import DocumentChunk, DocumentPage, NoteAttachment
+from attachments.models import DocumentChunk, DocumentPage, NoteAttachment, VectorBuild
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
@@ -77,3 +77,12 @@ class DocumentChunkAdmin(ReadOnlyAdmin):
     list_select_related = ("attachment",)
     raw_id_fields = ("attachment",)
     exclude = ("embedding", "search_vector")
+
+
+@admin.register(VectorBuild)
+class VectorBuildAdmin(ReadOnlyAdmin):
+    """Background re-embeddings (`manage.py reembed --background`): which model, how far."""
+
+    list_display = ("model_name", "dimensions", "backend", "state", "created_at", "completed_at",
+                    "switched_at")  # fmt: skip
+    list_filter = ("state",)

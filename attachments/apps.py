@@ -38,8 +38,10 @@ class AttachmentsConfig(AppConfig):
 
         # the formats register themselves with attachments.formats.registry on import
         import attachments.formats.builtin  # noqa: F401
+        from attachments import signals
         from attachments.models import NoteAttachment
         from attachments.selectors import uploaded_bytes
+        from attachments.services import vectors_next
         from attachments.services.files import remove_files_when_deleted
         from attachments.services.scheduling import INGESTION
         from core import fencing
@@ -52,3 +54,6 @@ class AttachmentsConfig(AppConfig):
             remove_files_when_deleted, sender=NoteAttachment, dispatch_uid="attachment_files"
         )
         post_spawn.connect(warm_worker, dispatch_uid="attachments.warm_worker")
+        signals.source_ready.connect(
+            vectors_next.on_source_ready, dispatch_uid="attachments.vectors_next_on_ready"
+        )

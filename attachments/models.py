@@ -301,3 +301,44 @@ class SentenceVector(models.Model):
 
     def __str__(self) -> str:
         return f"{self.chunk} sentence {self.digest[:8]}"
+
+
+class VectorBuild(models.Model):
+    """A re-embedding of every source and note with another embedding model, written beside
+    the live vectors while search goes on using them (`manage.py reembed --background`;
+    attachments.services.vectors_next). The new vectors go to a table of their own per vector
+    table (`<table>_next`); once every ready source and every note has them (`complete`) and
+    the settings name the new model, the tables are swapped in one short transaction
+    (`switched`). At most one build is open (building or complete) at a time."""
+
+    class State(models.TextChoices):
+        BUILDING = "building", "building"
+        COMPLETE = "complete", "complete"  # waiting for the settings to name the new model
+        SWITCHED = "switched", "switched"
+        CANCELLED = "cancelled", "cancelled"
+
+    # The target, as EMBEDDING_BACKEND, EMBEDDING_MODEL, EMBEDDING_DIMENSIONS,
+    # EMBEDDING_BASE_URL and the bundled model's runtime would name it (the API key is
+    # EMBEDDING_API_KEY's, never stored).
+    backend = models.CharField(max_length=20)
+    model = models.CharField(max_length=500, blank=True)
+    model_name = models.CharField(max_length=200)  # what chunks and notes record
+    dimensions = models.PositiveIntegerField()
+    base_url = models.CharField(max_length=500, blank=True)
+    runtime = models.CharField(max_length=20, blank=True)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.BUILDING)
+    is_open = models.BooleanField(default=True)  # building or complete
+    created_at = models.DateTimeField(auto_now_add=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+    switched_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["is_open"], condition=models.Q(is_open=True), name="vectorbuild_one_open"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model_name} ({self.dimensions}) [{self.state}]"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from attachments import services
+from attachments.services import vectors_next
 
 
 def ingest_attachment(attachment_id: int | str) -> None:
@@ -14,3 +15,15 @@ def ingest_attachment(attachment_id: int | str) -> None:
 def reembed_attachment(attachment_id: int | str) -> None:
     """Embed a ready attachment's chunks again with the configured model."""
     services.attachment_reembed(attachment_id=int(attachment_id))
+
+
+def vectors_next_source(build_id: int | str, attachment_id: int | str) -> None:
+    """A background re-embedding: one source's vectors of the new model, then what is next."""
+    vectors_next.build_source(build_id=int(build_id), attachment_id=int(attachment_id))
+    vectors_next.advance(build_id=int(build_id))
+
+
+def vectors_next_notes(build_id: int | str) -> None:
+    """A background re-embedding: the notes' vectors of the new model, then what is next."""
+    vectors_next.build_notes(build_id=int(build_id))
+    vectors_next.advance(build_id=int(build_id))

@@ -333,7 +333,45 @@ def warm_up_in_background() -> threading.Thread | None:
 
 def embedding_model_name() -> str:
     """The name recorded on chunks, without loading a model."""
-    if settings.EMBEDDING_BACKEND == "local" and not settings.EMBEDDING_MODEL:
+    return model_name_of(settings.EMBEDDING_BACKEND, settings.EMBEDDING_MODEL)
+
+
+def model_name_of(backend: str, model: str) -> str:
+    """The name chunks record for vectors of `model` on `backend` (EMBEDDING_BACKEND and
+    EMBEDDING_MODEL's values), without loading it."""
+    if backend == "local" and not model:
         return DEFAULT_LOCAL_MODEL
-    model = settings.EMBEDDING_MODEL
-    return os.path.basename(model.rstrip("/")) if settings.EMBEDDING_BACKEND == "local" else model
+    return os.path.basename(model.rstrip("/")) if backend == "local" else model
+
+
+def config_of(backend: str, model: str, dimensions: int, base_url: str, runtime: str) -> Config:
+    """An embedder's configuration as the settings would give it, API key from
+    EMBEDDING_API_KEY: a model other than the configured one (a re-embedding's target,
+    attachments.services.vectors_next). `runtime` only counts for the bundled local model."""
+    return (
+        backend,
+        model,
+        dimensions,
+        base_url,
+        settings.EMBEDDING_API_KEY,
+        runtime if backend == "local" else "",
+    )
+
+
+def same_vectors(a: Config, b: Config) -> bool:
+    """Whether two configurations make the same vectors: the same backend, model, size and
+    runtime, and for a server the same address (the API key and an unused address aside)."""
+    backend, model, dimensions, base_url, _key, runtime = a
+    server = base_url.rstrip("/") if backend == "openai" else ""
+    other = b[3].rstrip("/") if b[0] == "openai" else ""
+    return (backend, model, dimensions, server, runtime) == (b[0], b[1], b[2], other, b[5])
+
+
+def configured() -> Config:
+    """The settings' embedder configuration (what `get_embedder` gives)."""
+    return _config()
+
+
+def embedder_for(config: Config) -> Embedder:
+    """The embedder of `config`, created once per process like `get_embedder`'s."""
+    return _get(config)

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import pytest
+from django.core.management import call_command
 from django.utils import timezone
 
 from attachments import services
-from attachments.models import ChunkVector, NoteAttachment
+from attachments.models import ChunkVector, NoteAttachment, VectorBuild
+from attachments.services import vectors_next
 from core.fencing import reap
+from search.retrieval import Scope, search
 from tests.factories import NotebookFactory, NoteFactory
+from tests.fake_openai import fake_openai_server
 from tests.fixtures.documents import upload
 from tests.fixtures.processes import wait_for
 from tests.fixtures.waiting import wait_until
@@ -90,3 +94,45 @@ def test_worker_processes_run_at_worker_nice():
             message=lambda: str([(p.pid, p.name(), p.nice()) for p in cluster.children(True)]),
         )  # fmt: skip
         assert cluster.nice() == 0
+
+
+def test_a_background_reembedding_runs_on_the_worker_while_search_keeps_its_vectors(
+    alice, note, settings
+):
+    """`reembed --background` on a real worker: a search made while the worker is inside the
+    build (its request to the new model's server held) answers from the live vectors as
+    before; once complete, a start with the new settings switches (same size here, so the
+    committed schema stays what every later test expects)."""
+
+    def pages() -> list[int]:
+        found = search(user=alice, query="Where do herons nest?", scope=Scope(note_id=note.pk),
+                       limit=5, mode="vector")  # fmt: skip
+        assert not found.degraded_reason
+        return [h.chunk.page_number for h in found.hits if h.chunk]
+
+    attachment = upload(alice, note, "text.pdf")
+    with run_worker():
+        wait_for(attachment, lambda a: a.status == "ready")
+    before = pages()
+    with fake_openai_server(dims=384) as server:
+        server.hold = lambda payload: True  # the worker's first request waits for `release`
+        call_command("reembed", "--background", "--to-backend", "openai",
+                     "--to-model", "other-embed", "--to-base-url", server.url)  # fmt: skip
+        with run_worker():
+            wait_until(lambda: server.held, 60, message="the worker never asked the new model")
+            assert pages() == before  # mid-build: the live vectors, the bundled model's query
+            assert VectorBuild.objects.get().state == "building"
+            server.release.set()
+            wait_until(
+                lambda: VectorBuild.objects.filter(state="complete").exists(),
+                120,
+                message=lambda: str(VectorBuild.objects.get()),
+            )
+        assert pages() == before
+        settings.EMBEDDING_BACKEND, settings.EMBEDDING_MODEL = "openai", "other-embed"
+        settings.EMBEDDING_BASE_URL = server.url
+        assert vectors_next.at_start() == "Embedding: switched to the vectors of other-embed."
+        asked = len(server.requests)
+        assert pages()  # the new model's vectors, met by its query
+        assert len(server.requests) > asked
+    assert set(attachment.chunks.values_list("embedding_model", flat=True)) == {"other-embed"}

@@ -42,6 +42,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 
+from attachments.services import vectors_next
 from core import metrics
 from notebook.database import database_url
 
@@ -222,6 +223,8 @@ class Command(BaseCommand):
         self.stdout.write(f"Database: {db['NAME']} on {db['HOST'] or 'localhost'}")
         call_command("migrate", interactive=False, verbosity=0)
         call_command("collectstatic", interactive=False, verbosity=0)
+        if said := vectors_next.at_start():  # swaps a complete re-embedding's vectors in
+            self.stdout.write(said)
         connection.close()
         metrics.reset_directory()  # this machine's samples start from zero with its processes
 

@@ -199,10 +199,20 @@ def test_what_changes_during_the_build_is_caught(
 def test_cancel_refusals_and_status(
     alice, note, library, django_capture_on_commit_callbacks, capsys
 ):
-    with pytest.raises(CommandError, match="configured embedding model already"):
-        call_command("reembed", "--background", "--to-model", "")
     call_command("reembed", "--status")
     assert "No re-embedding" in capsys.readouterr().out
+    with pytest.raises(CommandError, match="configured embedding model already"):
+        call_command("reembed", "--background", "--to-model", "")
+    with django_capture_on_commit_callbacks(execute=False):  # nothing embedded here
+        call_command("reembed", "--background", "--to-runtime", "onnx-int8")
+    build = VectorBuild.objects.get(is_open=True)  # the bundled model on int8: another build
+    assert (build.model_name, build.runtime, build.dimensions) == (
+        "all-MiniLM-L6-v2",
+        "onnx-int8",
+        384,
+    )
+    call_command("reembed", "--cancel")
+    capsys.readouterr()
     with fake_openai_server(dims=16) as server:
         start(server.url, django_capture_on_commit_callbacks)
         with pytest.raises(CommandError, match="open already"):
@@ -217,6 +227,6 @@ def test_cancel_refusals_and_status(
         with connection.cursor() as cursor:
             cursor.execute("SELECT to_regclass('attachments_chunkvector_next')")
             assert cursor.fetchone()[0] is None
-        assert VectorBuild.objects.get().state == "cancelled"
+        assert VectorBuild.objects.first().state == "cancelled"
         run_jobs()  # its queued jobs find it closed and write nothing
         assert dimensions("attachments_chunkvector") == 384

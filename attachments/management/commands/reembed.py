@@ -154,12 +154,11 @@ class Command(BaseCommand):
         messages = {
             "switched": "Switched: search uses the new vectors.",
             "building": "Not yet: sources or notes changed; they are being embedded.",
-            "waiting": "The settings name another model than the complete re-embedding's.",
+            "waiting": "Not switched: the settings name another model than the complete "
+            "re-embedding's; set the EMBEDDING_* settings to it first.",
             "none": "No complete re-embedding to switch to.",
         }
         self.stdout.write(messages.get(done, done))
-        if done == "waiting":
-            raise CommandError("Set the EMBEDDING_* settings to the new model first.")
 
     def handle(self, *args: Any, **options: Any) -> None:
         if self.background(options):

@@ -50,6 +50,7 @@ OPEN = (State.BUILDING, State.COMPLETE)
 SOURCE_TASK = "attachments.tasks.vectors_next_source"
 NOTES_TASK = "attachments.tasks.vectors_next_notes"
 NOTES_BATCH = 64
+RETRIES = 3  # a source whose chunks changed while they were embedded is read again
 
 
 @dataclass(frozen=True)
@@ -341,8 +342,18 @@ def _literal(vector: list[float]) -> str:
 
 def build_source(*, build_id: int, attachment_id: int) -> bool:
     """Embed one ready source's chunks with the build's model into the next table (replacing
-    what it had there); False when the build closed, the source is not ready or its chunks
-    changed meanwhile (its next ready run queues it again)."""
+    what it had there); False when the build closed or the source is not ready (its next
+    ready signal queues it again). Chunks replaced while they were embedded (a re-chunking)
+    are read and embedded again, a few times at most."""
+    for _ in range(RETRIES):
+        written = _build_source_once(build_id, attachment_id)
+        if written is not None:
+            return written
+    return False
+
+
+def _build_source_once(build_id: int, attachment_id: int) -> bool | None:
+    """build_source's one try; None when the chunks changed while they were embedded."""
     build = VectorBuild.objects.filter(pk=build_id, is_open=True).first()
     ready = NoteAttachment.Status.READY
     if build is None or not NoteAttachment.objects.filter(pk=attachment_id, status=ready).exists():
@@ -371,7 +382,7 @@ def build_source(*, build_id: int, attachment_id: int) -> bool:
             return False
         now = DocumentChunk.objects.filter(attachment_id=attachment_id).values_list("pk", flat=True)
         if set(now) != {pk for pk, _, _ in chunks}:
-            return False
+            return None
         cursor.execute(f"DELETE FROM {CHUNKS.next} WHERE attachment_id = %s", [attachment_id])  # noqa: S608
         _copy(cursor, CHUNKS.next, 'chunk_id, attachment_id, "window", embedding', rows)
     return True

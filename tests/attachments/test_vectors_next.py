@@ -231,3 +231,34 @@ def test_cancel_refusals_and_status(
         assert VectorBuild.objects.first().state == "cancelled"
         run_jobs()  # its queued jobs find it closed and write nothing
         assert dimensions("attachments_chunkvector") == 384
+
+
+def test_chunks_replaced_while_embedded_are_embedded_again(
+    alice, note, library, monkeypatch, django_capture_on_commit_callbacks
+):
+    source, _ = library
+    with fake_openai_server(dims=16) as server:
+        build = start(server.url, django_capture_on_commit_callbacks)
+        embedder = vectors_next.embeddings.embedder_for(vectors_next.target(build))
+        calls = []
+
+        def embed_while_rechunked(texts, **kwargs):
+            calls.append(len(texts))
+            if len(calls) == 1:  # a re-chunking commits while the first try embeds
+                first = DocumentChunk.objects.filter(attachment=source).order_by("index").first()
+                first.delete()
+                first.pk = None
+                first.save()
+            return type(embedder).embed(embedder, texts, **kwargs)
+
+        monkeypatch.setattr(embedder, "embed", embed_while_rechunked)
+        assert vectors_next.build_source(build_id=build.pk, attachment_id=source.pk)
+    assert len(calls) == 2
+    assert vectors_next.missing_sources() == []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(DISTINCT chunk_id) FROM attachments_chunkvector_next "
+            "WHERE attachment_id = %s",
+            [source.pk],
+        )
+        assert cursor.fetchone()[0] == DocumentChunk.objects.filter(attachment=source).count()

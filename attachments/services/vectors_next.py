@@ -87,12 +87,16 @@ def build_start(
 ) -> VectorBuild:
     """Open a build for the target model, create its next tables and queue every source and
     the notes. Refuses when one is open already or when the target is the configured model."""
-    target = embeddings.config_of(backend, model, dimensions, base_url, runtime)
-    if embeddings.same_vectors(target, embeddings.configured()):
+    target_config = embeddings.config_of(backend, model, dimensions, base_url, runtime)
+    if embeddings.same_vectors(target_config, embeddings.configured()):
         raise BuildError(
             "That is the configured embedding model already: the live vectors are its own. "
             "`manage.py reembed` (without --background) fills in what lacks a vector."
         )
+    try:  # the new model answers, with vectors of its size, before anything is built
+        embeddings.embedder_for(target_config).embed(["Can the new model embed this?"])
+    except Exception as exc:
+        raise BuildError(f"The new model could not embed a test sentence: {exc}") from exc
     with transaction.atomic():
         if open_build() is not None:
             raise BuildError(
@@ -137,6 +141,8 @@ class Status:
     notes: int  # notes with text
     notes_missing: int
     settings_match: bool  # the settings name the build's model (the switch may happen)
+    failed: int = 0  # the build's jobs that failed for good (`manage.py reembed --retry`)
+    error: str = ""  # the last one's error
 
 
 def build_status() -> Status | None:
@@ -147,10 +153,25 @@ def build_status() -> Status | None:
     ready = NoteAttachment.objects.filter(status=NoteAttachment.Status.READY).count()
     notes = Note.objects.values_list("title", "body")
     texts = sum(1 for title, body in notes if _has_text(title, body))
-    sources_missing = notes_missing = 0
+    missing: list[int] = []
+    notes_missing = 0
     if build.is_open:
-        sources_missing, notes_missing = len(missing_sources()), len(missing_notes())
-    return Status(build, ready, sources_missing, texts, notes_missing, settings_name(build))
+        missing, notes_missing = missing_sources(), len(missing_notes())
+    # Jobs that failed for good on what is still missing (a server down, a wrong key).
+    still = set(missing)
+    failed = [
+        (args, error)
+        for args, error in Job.objects.filter(
+            func__in=[SOURCE_TASK, NOTES_TASK], state=Job.State.FAILED
+        )
+        .order_by("-finished_at")
+        .values_list("args", "error")
+        if args[0] == build.pk and (args[1] in still if len(args) > 1 else notes_missing)
+    ]
+    return Status(
+        build, ready, len(missing), texts, notes_missing, settings_name(build),
+        failed=len(failed), error=failed[0][1] if failed else "",
+    )  # fmt: skip
 
 
 def target(build: VectorBuild) -> embeddings.Config:

@@ -262,3 +262,31 @@ def test_chunks_replaced_while_embedded_are_embedded_again(
             [source.pk],
         )
         assert cursor.fetchone()[0] == DocumentChunk.objects.filter(attachment=source).count()
+
+
+def test_an_unreachable_model_is_refused_and_failed_jobs_are_said_and_retried(
+    alice, note, library, django_capture_on_commit_callbacks, capsys
+):
+    with fake_openai_server(dims=16) as server:
+        server.always = 401
+        with pytest.raises(CommandError, match="could not embed a test sentence"):
+            start(server.url, django_capture_on_commit_callbacks)
+        assert not VectorBuild.objects.exists()  # nothing opened, no table made
+        server.always = None
+        build = start(server.url, django_capture_on_commit_callbacks)
+        # The server went away after the start: the jobs ran out of attempts.
+        Job.objects.filter(func=vectors_next.SOURCE_TASK).update(
+            state="failed", error="EmbeddingError('the key was refused')"
+        )
+        capsys.readouterr()
+        call_command("reembed", "--status")
+        out = capsys.readouterr().out
+        assert "1 job(s) failed; the last: EmbeddingError('the key was refused')" in out
+        call_command("reembed", "--retry")
+        queued = Job.objects.filter(func=vectors_next.SOURCE_TASK, state="pending")
+        assert [tuple(j.args) for j in queued] == [(build.pk, library[0].pk)]
+        run_jobs()
+        call_command("reembed", "--status")
+        out = capsys.readouterr().out
+        assert "complete" in out
+        assert "failed" not in out

@@ -95,6 +95,9 @@ class Command(BaseCommand):
             help="Swap the complete build in (the settings must name its model).",
         )
         background.add_argument("--cancel", action="store_true", help="Drop the build.")
+        background.add_argument(
+            "--retry", action="store_true", help="Queue again what failed (after fixing it)."
+        )
 
     def background(self, options: dict[str, Any]) -> bool:
         """The background re-embedding's options; False when none was given."""
@@ -105,6 +108,11 @@ class Command(BaseCommand):
             self.stdout.write(f"Cancelled: {build}." if build else "No re-embedding is open.")
         elif options["switch"]:
             self.switch()
+        elif options["retry"]:
+            build = vectors_next.open_build()
+            if build is None:
+                raise CommandError("No re-embedding is open.")
+            self.stdout.write(f"{build.model_name}: {vectors_next.advance(build_id=build.pk)}")
         elif options["background"]:
             if options["to_model"] is None and not options["to_runtime"]:
                 raise CommandError("Name the new model: --to-model (and --to-runtime, …).")
@@ -142,6 +150,11 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"sources: {found.sources - found.sources_missing} of {found.sources}; "
                 f"notes: {found.notes - found.notes_missing} of {found.notes}"
+            )
+        if found.failed:
+            self.stdout.write(
+                f"{found.failed} job(s) failed; the last: {found.error}\nFix the cause (the "
+                "new model's server, its key), then `manage.py reembed --retry`."
             )
         if build.state == build.State.COMPLETE and not found.settings_match:
             self.stdout.write(

@@ -10,6 +10,7 @@ from django.db import connection
 
 from attachments.models import ChunkVector, DocumentChunk, VectorBuild
 from attachments.services import vectors_next
+from core.embeddings import embedder_for
 from core.jobs import job_run_next
 from core.models import Job
 from intelligence.models import SourceProfile
@@ -228,7 +229,7 @@ def test_cancel_refusals_and_status(
         with connection.cursor() as cursor:
             cursor.execute("SELECT to_regclass('attachments_chunkvector_next')")
             assert cursor.fetchone()[0] is None
-        assert VectorBuild.objects.first().state == "cancelled"
+        assert VectorBuild.objects.get(state="cancelled")
         run_jobs()  # its queued jobs find it closed and write nothing
         assert dimensions("attachments_chunkvector") == 384
 
@@ -239,13 +240,13 @@ def test_chunks_replaced_while_embedded_are_embedded_again(
     source, _ = library
     with fake_openai_server(dims=16) as server:
         build = start(server.url, django_capture_on_commit_callbacks)
-        embedder = vectors_next.embeddings.embedder_for(vectors_next.target(build))
+        embedder = embedder_for(vectors_next.target(build))
         calls = []
 
         def embed_while_rechunked(texts, **kwargs):
             calls.append(len(texts))
             if len(calls) == 1:  # a re-chunking commits while the first try embeds
-                first = DocumentChunk.objects.filter(attachment=source).order_by("index").first()
+                first = DocumentChunk.objects.filter(attachment=source).order_by("index")[0]
                 first.delete()
                 first.pk = None
                 first.save()

@@ -93,10 +93,7 @@ def build_start(
             "That is the configured embedding model already: the live vectors are its own. "
             "`manage.py reembed` (without --background) fills in what lacks a vector."
         )
-    try:  # the new model answers, with vectors of its size, before anything is built
-        embeddings.embedder_for(target_config).embed(["Can the new model embed this?"])
-    except Exception as exc:
-        raise BuildError(f"The new model could not embed a test sentence: {exc}") from exc
+    _probe(target_config)
     with transaction.atomic():
         if open_build() is not None:
             raise BuildError(
@@ -116,6 +113,14 @@ def build_start(
                 _create_next(cursor, table, dimensions)
         transaction.on_commit(lambda: advance(build_id=build.pk))
     return build
+
+
+def _probe(config: embeddings.Config) -> None:
+    """The new model answers, with vectors of its size, before anything is built."""
+    try:
+        embeddings.embedder_for(config).embed(["Can the new model embed this?"])
+    except Exception as exc:
+        raise BuildError(f"The new model could not embed a test sentence: {exc}") from exc
 
 
 def build_cancel() -> VectorBuild | None:

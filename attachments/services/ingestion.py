@@ -66,8 +66,13 @@ logger = logging.getLogger(__name__)
 Status = NoteAttachment.Status
 Stage = NoteAttachment.Stage
 PROGRESS_INTERVAL = 0.5  # seconds between progress writes
-# Passage windows embedded per call while a source is embedded (progress is written between).
+# Passage windows embedded per call while a source is embedded (progress is written between):
+# as many as take about EMBED_SLICE_SECONDS at the pace of the call before, between
+# EMBED_SLICE_MIN and EMBED_SLICE, at most twice the call before; EMBED_SLICE_FIRST to start.
 EMBED_SLICE = 64
+EMBED_SLICE_MIN = 8
+EMBED_SLICE_FIRST = 16
+EMBED_SLICE_SECONDS = 1.0
 # How many words a tsvector indexes: the sum of its lexemes' positions (1 if unpositioned).
 RETRY_BACKOFF = (30, 120, 600)  # seconds before retrying after a transient failure
 
@@ -85,6 +90,8 @@ class _Run:
         self.timings: dict[str, float] = {}
         self._last_write = 0.0
         self.started = time.monotonic()
+        # windows per embedding call (_embed_in_slices)
+        self.embed_slice = min(EMBED_SLICE_FIRST, EMBED_SLICE)
 
     def _rows(self) -> Any:
         return NoteAttachment.objects.filter(
@@ -652,15 +659,24 @@ def _embed_in_slices(
     """Vectors for one batch's windows, embedded a slice at a time so that the page's progress
     moves every second or so (a batch of 128 passages takes several seconds on two cores).
     The slices are cut from the windows ordered by length, as the embedder orders a batch
-    itself, so slicing adds no padding: throughput stays that of one call."""
+    itself, so slicing adds no padding: throughput stays that of one call. Each slice is
+    sized by the pace of the one before (`run.embed_slice`, carried from batch to batch) to
+    take about EMBED_SLICE_SECONDS, growing at most twofold since later windows are longer:
+    a fixed 64 windows took 1 s on two idle cores but 4-9 s with two workers and other work
+    on them, and the page then showed no movement for as long."""
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
     vectors: list[list[float]] = [[] for _ in texts]
-    for start in range(0, len(order), EMBED_SLICE):
-        part = order[start : start + EMBED_SLICE]
+    start = 0
+    while start < len(order):
+        part = order[start : start + run.embed_slice]
+        began = time.monotonic()
         for i, vector in zip(part, embedder.embed([texts[i] for i in part]), strict=True):
             vectors[i] = vector
-        finished = min(len(order), start + EMBED_SLICE)
-        run.progress(Stage.EMBEDDING, done + passages * finished // len(order), total)
+        took = time.monotonic() - began
+        start += len(part)
+        run.progress(Stage.EMBEDDING, done + passages * start // len(order), total)
+        fits = int(len(part) * EMBED_SLICE_SECONDS / took) if took > 0 else EMBED_SLICE
+        run.embed_slice = min(EMBED_SLICE, 2 * run.embed_slice, max(EMBED_SLICE_MIN, fits))
     return vectors
 
 

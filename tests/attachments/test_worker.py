@@ -115,9 +115,9 @@ def test_a_background_reembedding_runs_on_the_worker_while_search_keeps_its_vect
         wait_for(attachment, lambda a: a.status == "ready")
     before = pages()
     with fake_openai_server(dims=384) as server:
-        server.hold = lambda payload: True  # the worker's first request waits for `release`
         call_command("reembed", "--background", "--to-backend", "openai",
                      "--to-model", "other-embed", "--to-base-url", server.url)  # fmt: skip
+        server.hold = lambda payload: True  # the worker's first request waits for `release`
         with run_worker():
             wait_until(lambda: server.held, 60, message="the worker never asked the new model")
             assert pages() == before  # mid-build: the live vectors, the bundled model's query

@@ -193,6 +193,18 @@ def settings_name(build: VectorBuild) -> bool:
 # --- The next tables -------------------------------------------------------------------------
 
 
+def column_dimensions(table: str = CHUNKS.live) -> int:
+    """The size of a vector table's `embedding` column (0 if it has none)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT atttypmod FROM pg_attribute WHERE attrelid = %s::regclass "
+            "AND attname = 'embedding'",
+            [table],
+        )
+        row = cursor.fetchone()
+    return int(row[0]) if row else 0
+
+
 def _constraints(cursor: Any, table: str) -> list[tuple[str, str, str, str | None]]:
     """(name, type p|u|f|c, definition, backing index) of a table's constraints."""
     cursor.execute(
@@ -543,7 +555,7 @@ def switch() -> str:
                 NoteAttachment.objects.filter(status=NoteAttachment.Status.READY).update(
                     embedding_model=build.model_name
                 )
-                resized = build.dimensions != _dimensions(cursor, CHUNKS.live)
+                resized = build.dimensions != column_dimensions(CHUNKS.live)
                 for table in TABLES:
                     validate += _swap(cursor, table)
                 if resized:  # the layers above resize theirs in this transaction
@@ -587,13 +599,3 @@ def at_start() -> str:
             "search as it was meanwhile."
         )
     return f"Embedding: re-embedding with {build.model_name} in the background."
-
-
-def _dimensions(cursor: Any, table: str) -> int:
-    cursor.execute(
-        "SELECT atttypmod FROM pg_attribute "
-        "WHERE attrelid = %s::regclass AND attname = 'embedding'",
-        [table],
-    )
-    row = cursor.fetchone()
-    return int(row[0]) if row else 0

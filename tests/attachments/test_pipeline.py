@@ -306,7 +306,7 @@ def test_remote_embeddings_refusing_the_key_fail_at_once(alice, note, remote_emb
 def test_reembed_command_resizes_vectors_for_a_new_model(alice, note, settings, monkeypatch):
     from django.core.management import CommandError, call_command
 
-    from attachments.management.commands.reembed import column_dimensions
+    from attachments.services.vectors_next import column_dimensions
 
     attachment = ingest(upload(alice, note, "text.pdf"))
     SourceProfile.objects.filter(attachment=attachment).update(

@@ -29,6 +29,7 @@ from attachments import services, signals
 from attachments.models import ChunkVector, DocumentChunk, NoteAttachment
 from attachments.services import vectors_next
 from attachments.services.files import enqueue_reembed
+from attachments.services.vectors_next import column_dimensions
 from core.embeddings import embedding_model_name, local_runtime
 from notes.indexing import note_embed, note_enqueue_embedding, notes_needing_embedding
 from notes.models import Note, NoteVector
@@ -38,17 +39,6 @@ VECTOR_TABLES = (
     (ChunkVector._meta.db_table, "chunkvector_embedding_hnsw", DocumentChunk._meta.db_table),
     (NoteVector._meta.db_table, "notevector_embedding_hnsw", Note._meta.db_table),
 )
-
-
-def column_dimensions(table: str = ChunkVector._meta.db_table) -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT atttypmod FROM pg_attribute WHERE attrelid = %s::regclass "
-            "AND attname = 'embedding'",
-            [table],
-        )
-        row = cursor.fetchone()
-    return int(row[0]) if row else 0
 
 
 class Command(BaseCommand):

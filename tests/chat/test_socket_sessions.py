@@ -21,6 +21,7 @@ from chat.models import Conversation, Message
 from notebook.asgi import application
 from notes.services import note_create
 from tests.factories import NotebookFactory
+from tests.fixtures.sockets import Communicator
 
 pytestmark = pytest.mark.django_db(transaction=True)  # Channels closes connections per query
 PASSWORD = "correct horse battery staple"  # tests.factories.UserFactory's
@@ -62,7 +63,7 @@ def logged_in(username: str) -> Client:
 def socket(conversation_id: int, client: Client) -> WebsocketCommunicator:
     cookie = "; ".join(f"{k}={v.value}" for k, v in client.cookies.items()).encode()
     headers = [(b"origin", b"http://localhost"), (b"host", b"localhost"), (b"cookie", cookie)]
-    return WebsocketCommunicator(application, f"/ws/chat/{conversation_id}/", headers=headers)
+    return Communicator(application, f"/ws/chat/{conversation_id}/", headers=headers)
 
 
 def ask_frame(content: str) -> str:

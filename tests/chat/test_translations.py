@@ -16,6 +16,7 @@ from tests.factories import NotebookFactory, NoteFactory
 from tests.fixtures.sockets import (
     QUESTION,
     TIMEOUT,
+    Communicator,
     answer_id_in,
     ask_frame,
     cookies_of,
@@ -113,8 +114,6 @@ def test_a_refusal_is_in_the_pages_language(alice_client, notebook):
 
 
 def german_socket(conversation_id: int, cookie: bytes):
-    from channels.testing import WebsocketCommunicator
-
     from notebook.asgi import application
 
     headers = [
@@ -123,7 +122,7 @@ def german_socket(conversation_id: int, cookie: bytes):
         (b"cookie", cookie),
         (b"accept-language", b"de-DE,de;q=0.9,en;q=0.5"),
     ]
-    return WebsocketCommunicator(application, f"/ws/chat/{conversation_id}/", headers=headers)
+    return Communicator(application, f"/ws/chat/{conversation_id}/", headers=headers)
 
 
 @pytest.mark.django_db(transaction=True)

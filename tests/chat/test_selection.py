@@ -1,6 +1,6 @@
 """Chosen sources: chips and exclusions are parsed strictly, resolved against the user, merged
 with carry-over (design §7), stored on the question, and the answer uses only what they allow.
-Answers come from the offline answerer over real PDFs."""
+Answers come from the offline answerer over the samples (text.pdf, other.pdf), ingested for real."""
 
 from __future__ import annotations
 
@@ -18,8 +18,9 @@ from notes.services import note_create
 from tests.factories import NotebookFactory
 from tests.fixtures.documents import ingest, upload
 
-URL_QUESTION = "Why does the url package refuse to break a line between two consecutive colons?"
-NATBIB_QUESTION = "How do I get author-year citations with natbib?"
+# text.pdf (herons, kingfishers, otters) answers the first; other.pdf (sourdough) the second.
+HERON_QUESTION = "Where does the grey heron wait motionless until dusk?"
+BREAD_QUESTION = "What should I feed the sourdough starter every morning?"
 
 
 # --- parsing and merging (no database) --------------------------------------------------------
@@ -178,19 +179,20 @@ def test_older_questions_without_the_new_fields_still_load(alice):
     assert selection.stored_excluded(old) == ["attachment:2"]
 
 
-# --- answers from the chosen sources (real PDFs, the offline answerer) -------------------------
+# --- answers from the chosen sources (the samples, the offline answerer) ------------------------
 
 
 @pytest.fixture
 def library(alice):
-    """One notebook, two notes, each with a real PDF: url.pdf and natbib.pdf."""
-    notebook = NotebookFactory.create(owner=alice, title="TeX")
-    urls = note_create(notebook=notebook, author=alice, title="URLs")
-    citing = note_create(notebook=notebook, author=alice, title="Citing")
-    url = ingest(upload(alice, urls, "url.pdf"))
-    natbib = ingest(upload(alice, citing, "natbib.pdf"))
-    assert url.status == natbib.status == "ready"
-    return {"notebook": notebook, "url": url, "natbib": natbib}
+    """One notebook, two notes, each with a sample PDF: text.pdf (wildlife) and other.pdf
+    (bread)."""
+    notebook = NotebookFactory.create(owner=alice, title="Field notes")
+    wildlife = note_create(notebook=notebook, author=alice, title="Wildlife")
+    baking = note_create(notebook=notebook, author=alice, title="Baking")
+    text = ingest(upload(alice, wildlife, "text.pdf"))
+    other = ingest(upload(alice, baking, "other.pdf"))
+    assert text.status == other.status == "ready"
+    return {"notebook": notebook, "text": text, "other": other}
 
 
 def ask(conversation: Conversation, question: str, chips=(), excluded=()) -> Message:
@@ -211,79 +213,79 @@ def cited_files(answer: Message) -> set[int]:
 
 @pytest_db
 def test_a_question_with_a_chip_answers_from_that_source_only(alice, library):
-    url, natbib = library["url"], library["natbib"]
+    text, other = library["text"], library["other"]
     chat = services.conversation_create(owner=alice, notebook=library["notebook"])
-    unchosen = ask(chat, URL_QUESTION)
-    assert url.pk in cited_files(unchosen)  # the notebook's scope finds url.pdf
+    unchosen = ask(chat, HERON_QUESTION)
+    assert text.pk in cited_files(unchosen)  # the notebook's scope finds text.pdf
 
     chat = services.conversation_create(owner=alice, notebook=library["notebook"])
-    chosen = ask(chat, URL_QUESTION, chips=[f"attachment:{natbib.pk}"])
-    assert url.pk not in cited_files(chosen)
-    assert {p["attachment_id"] for p in chosen.retrieved if "attachment_id" in p} <= {natbib.pk}
+    chosen = ask(chat, HERON_QUESTION, chips=[f"attachment:{other.pk}"])
+    assert text.pk not in cited_files(chosen)
+    assert {p["attachment_id"] for p in chosen.retrieved if "attachment_id" in p} <= {other.pk}
     question = chosen.reply_to
     assert question is not None
-    assert question.explicit_selections[0]["source_ids"] == [f"attachment:{natbib.pk}"]
+    assert question.explicit_selections[0]["source_ids"] == [f"attachment:{other.pk}"]
     assert question.explicit_selections[0]["subfile_count"] == 1
-    assert question.explicit_selections[0]["name"] == "natbib.pdf"
+    assert question.explicit_selections[0]["name"] == "other.pdf"
     assert chosen.metadata["source_summary"]["explicit_selected_count"] == 1
 
-    on_topic = ask(chat, NATBIB_QUESTION, chips=[f"attachment:{natbib.pk}"])
-    assert cited_files(on_topic) == {natbib.pk}
+    on_topic = ask(chat, BREAD_QUESTION, chips=[f"attachment:{other.pk}"])
+    assert cited_files(on_topic) == {other.pk}
 
-    # No chips, url.pdf unticked in the sources pane: the notebook's scope without it.
+    # No chips, text.pdf unticked in the sources pane: the notebook's scope without it.
     chat = services.conversation_create(owner=alice, notebook=library["notebook"])
-    unticked = ask(chat, URL_QUESTION, excluded=[f"attachment:{url.pk}"])
-    assert url.pk not in cited_files(unticked)
-    assert all(p.get("attachment_id") != url.pk for p in unticked.retrieved)
+    unticked = ask(chat, HERON_QUESTION, excluded=[f"attachment:{text.pk}"])
+    assert text.pk not in cited_files(unticked)
+    assert all(p.get("attachment_id") != text.pk for p in unticked.retrieved)
 
 
 @pytest_db
 def test_carry_over_follows_up_with_earlier_sources_unless_their_chip_was_removed(alice, library):
-    url, natbib = library["url"], library["natbib"]
+    text, other = library["text"], library["other"]
     chat = services.conversation_create(owner=alice, notebook=library["notebook"])
-    first = ask(chat, URL_QUESTION, chips=[f"attachment:{url.pk}"])
-    assert cited_files(first) == {url.pk}
+    first = ask(chat, HERON_QUESTION, chips=[f"attachment:{text.pk}"])
+    assert cited_files(first) == {text.pk}
 
     # The follow-up names another source: the first answer's source carries over.
-    kept = ask(chat, "And what about hyphens?", chips=[f"attachment:{natbib.pk}"])
+    kept = ask(chat, "And what about the kingfishers?", chips=[f"attachment:{other.pk}"])
     assert kept.reply_to is not None
     assert kept.reply_to.is_follow_up
     assert kept.metadata["source_summary"]["carried_over_count"] == 1
 
-    # The user removed url.pdf's chip (it is excluded): the next follow-up never uses it.
-    dropped = ask(chat, "And what about slashes?", chips=[f"attachment:{natbib.pk}"],
-                  excluded=[f"attachment:{url.pk}"])  # fmt: skip
+    # The user removed text.pdf's chip (it is excluded): the next follow-up never uses it.
+    dropped = ask(chat, "And what about the otters?", chips=[f"attachment:{other.pk}"],
+                  excluded=[f"attachment:{text.pk}"])  # fmt: skip
     assert dropped.reply_to is not None
     assert dropped.reply_to.is_follow_up
-    assert url.pk not in cited_files(dropped)
-    assert all(p.get("attachment_id") != url.pk for p in dropped.retrieved)
+    assert text.pk not in cited_files(dropped)
+    assert all(p.get("attachment_id") != text.pk for p in dropped.retrieved)
     assert dropped.metadata["source_summary"]["carried_over_count"] == 0
-    assert dropped.reply_to.excluded_sources == [f"attachment:{url.pk}"]
+    assert dropped.reply_to.excluded_sources == [f"attachment:{text.pk}"]
     # What the composer starts from next: the latest question's chips and exclusions.
     state = selection.state(chat)
-    assert [c["ref"] for c in state["selections"]] == [f"attachment:{natbib.pk}"]
-    assert state["excluded"] == [f"attachment:{url.pk}"]
+    assert [c["ref"] for c in state["selections"]] == [f"attachment:{other.pk}"]
+    assert state["excluded"] == [f"attachment:{text.pk}"]
 
 
 @pytest_db
 def test_ask_this_pdf_is_a_chat_about_that_file_only(alice, bob, client, library):
-    url, natbib = library["url"], library["natbib"]
+    text, other = library["text"], library["other"]
     client.force_login(alice)
-    response = client.post(f"/attachments/{natbib.pk}/ask/")
-    chat = Conversation.objects.get(owner=alice, attachment=natbib)
+    response = client.post(f"/attachments/{other.pk}/ask/")
+    chat = Conversation.objects.get(owner=alice, attachment=other)
     assert response.status_code == 302
     assert response["Location"] == f"/notebooks/{library['notebook'].pk}/?c={chat.pk}"
-    assert chat.title == "natbib.pdf"
-    assert chat.note_id == natbib.note_id
-    answer = ask(chat, URL_QUESTION)
-    assert url.pk not in cited_files(answer)
-    assert {p.get("attachment_id") for p in answer.retrieved} <= {natbib.pk}
-    question = ask(chat, NATBIB_QUESTION).reply_to
+    assert chat.title == "other.pdf"
+    assert chat.note_id == other.note_id
+    answer = ask(chat, HERON_QUESTION)
+    assert text.pk not in cited_files(answer)
+    assert {p.get("attachment_id") for p in answer.retrieved} <= {other.pk}
+    question = ask(chat, BREAD_QUESTION).reply_to
     assert question is not None
-    assert question.conversation.title == "natbib.pdf"
+    assert question.conversation.title == "other.pdf"
 
     client.force_login(bob)
-    assert client.post(f"/attachments/{natbib.pk}/ask/").status_code == 404
+    assert client.post(f"/attachments/{other.pk}/ask/").status_code == 404
     assert not Conversation.objects.filter(owner=bob).exists()
 
 
@@ -295,15 +297,15 @@ def test_when_search_finds_nothing_in_the_chosen_sources_their_opening_passages_
     from search.retrieval import SearchResult
 
     notebook = NotebookFactory.create(owner=alice)
-    note = note_create(notebook=notebook, author=alice, title="URLs")
-    url = ingest(upload(alice, note, "url.pdf"))
+    note = note_create(notebook=notebook, author=alice, title="Wildlife")
+    text = ingest(upload(alice, note, "text.pdf"))
     monkeypatch.setattr(builtin, "search", lambda **kwargs: SearchResult([]))
     plain = AnswerRequest(user=alice, notebook=notebook)
     tool = {t.name: t for t in tools_for(plain)}["document_search"]
     assert tool.run(plain, {"query": "summarise"}).passages == []  # no choice: nothing
 
-    chosen = selection.SourceSet.of({f"attachment:{url.pk}"}, explicit={f"attachment:{url.pk}"})
+    chosen = selection.SourceSet.of({f"attachment:{text.pk}"}, explicit={f"attachment:{text.pk}"})
     context = AnswerRequest(user=alice, notebook=notebook, selection=chosen)
     passages = tool.run(context, {"query": "summarise", "limit": 3}).passages
-    first = url.chunks.order_by("page_number", "index")[:3]
+    first = text.chunks.order_by("page_number", "index")[:3]
     assert [p["chunk_id"] for p in passages] == [c.pk for c in first]

@@ -1,8 +1,9 @@
 """A canary in Bob's sources never reaches Alice, whatever she (or a model answering her) runs.
 
-Bob has a real PDF (natbib.pdf, ingested by the real pipeline) and a note; a canary string is
-planted in a page and a chunk of his PDF (re-indexed and re-embedded through the pipeline's own
-functions) and in his note. Alice has her own real PDF (url.pdf) and note. As Alice we then run
+Bob has a PDF (the sample other.pdf, about bread, as "sourdough.pdf", ingested by the real
+pipeline) and a note; a canary string is planted in a page and a chunk of his PDF (re-indexed and
+re-embedded through the pipeline's own functions) and in his note. Alice has her own PDF (the
+sample text.pdf, about herons, kingfishers and otters) and note. As Alice we then run
 everything that could carry text or counts across: the search page and /api/search in every
 mode, with the canary's words and with words of Bob's PDF; each chat tool with Bob's ids; whole
 answers through chat.agent.generate with the extractive answerer and with a chat model (a local
@@ -42,22 +43,23 @@ from search.documents import search_documents
 from search.retrieval import Mode, Scope, search
 from tests.factories import UserFactory
 from tests.fake_chat import Answer, FakeChat, Metadata, ToolCall, fake_chat_server, sources_in
-from tests.fixtures.documents import ingest, upload
+from tests.fixtures.documents import SAMPLES, ingest, upload
 
 pytestmark = pytest.mark.django_db
 CANARY = "zqxj-canary-plover"
 CANARY_WORDS = "zqxj canary plover"  # what Alice types
 BOB_SENTENCE = f"The vault combination is {CANARY}, said Bob."
-BOB_WORDS = "natbib citep citet author-year numerical citations"  # words of Bob's PDF
+BOB_WORDS = "sourdough starter feeding dough loaf oven"  # words of Bob's PDF, not in BOB_ONLY
 MODES: tuple[Mode, ...] = ("lexical", "vector", "hybrid")
 QUERIES = (CANARY, CANARY_WORDS, BOB_WORDS, "what is the vault combination")
 # Anywhere in a response these can only have come from Bob's sources.
-BOB_ONLY = (CANARY, "natbib.pdf", "Bob's", "Patrick W. Daly", "harvard, apalike")
+BOB_PDF = "sourdough.pdf"  # other.pdf under a name of its own (file names are shown)
+BOB_ONLY = (CANARY, BOB_PDF, "Bob's", "rye flour", "cast iron pot")
 
 
 @pytest.fixture(scope="module")
 def world(django_db_setup, django_db_blocker, tmp_path_factory):
-    """Built once for the module and committed (ingesting two real PDFs takes a while); each
+    """Built once for the module and committed (ingesting two PDFs takes a while); each
     test runs in a transaction on top of it. The `alice` and `bob` fixtures are these users."""
     media = tmp_path_factory.mktemp("m")
     with django_db_blocker.unblock(), override_settings(MEDIA_ROOT=media):
@@ -77,25 +79,25 @@ def build_world() -> SimpleNamespace:
     alice, bob = UserFactory.create(username="alice"), UserFactory.create(username="bob")
     bobs_book = notebook_create(owner=bob, title="Bob's secrets")
     bobs_note = note_create(
-        notebook=bobs_book, author=bob, title="Bob's plans", body=f"{BOB_SENTENCE} natbib."
+        notebook=bobs_book, author=bob, title="Bob's plans", body=f"{BOB_SENTENCE} sourdough."
     )
     indexing.note_embed(note_id=bobs_note.pk)
-    bobs_pdf = ingest(upload(bob, bobs_note, "natbib.pdf"))
+    bobs_pdf = ingest(upload(bob, bobs_note, BOB_PDF, (SAMPLES / "other.pdf").read_bytes()))
     assert bobs_pdf.status == "ready", bobs_pdf.error
     planted = plant(bobs_pdf)
     Memory.objects.create(  # and in what his chats remember
         owner=bob, notebook=bobs_book, kind="fact", text=BOB_SENTENCE, importance=1.0
     )
-    waiting = upload(bob, bobs_note, "url.pdf")  # still pending: never counted for Alice
+    waiting = upload(bob, bobs_note, "long.pdf")  # still pending: never counted for Alice
     assert waiting.status == "pending"
 
     book = notebook_create(owner=alice, title="Alice's library")
     note = note_create(
-        notebook=book, author=alice, title="URLs in LaTeX",
-        body="Reading notes on url.sty: how URLs break across lines.",
+        notebook=book, author=alice, title="Millpond wildlife",
+        body="Reading notes on the survey: where the herons, kingfishers and otters are seen.",
     )  # fmt: skip
     indexing.note_embed(note_id=note.pk)
-    mine = ingest(upload(alice, note, "url.pdf"))
+    mine = ingest(upload(alice, note, "text.pdf"))
     assert mine.status == "ready", mine.error
     world = SimpleNamespace(
         alice=alice, bob=bob, book=book, note=note, pdf=mine,
@@ -180,7 +182,7 @@ def test_search_never_shows_bobs_canary_document_or_counts(
                 for url in ("/search/", f"/notebooks/{world.book.pk}/search/"):
                     page = alice_client.get(url, form).content.decode()
                     assert_nothing_of_bobs(results_part(page, query), f"{url} {form}")
-                    for marker in ("Bob's", "natbib.pdf"):  # filters list names, too
+                    for marker in ("Bob's", BOB_PDF):  # filters list names, too
                         assert escape(marker) not in page
                     assert "still being processed" not in page  # Bob's pending PDF
                     shown = re.search(r'id="search-summary">(\d+) results? for', page)
@@ -213,7 +215,7 @@ def test_document_search_never_shows_bobs_sources(world, alice_client, alice_api
     combination: Bob's profile (the canary in its name and data, its vector closest to every
     query) never reaches Alice; Bob himself finds it (the control)."""
     profile_of(world.bobs_pdf, f"Bob's {CANARY} receipt", {"secret": BOB_SENTENCE})
-    profile_of(world.pdf, "URL package manual", {"topic": "urls"})
+    profile_of(world.pdf, "Millpond wildlife survey", {"topic": "herons"})
     bobs = search_documents(user=world.bob, query=BOB_SENTENCE, limit=5).documents
     assert world.bobs_pdf.pk in [d.attachment.pk for d in bobs]
     for query in (*QUERIES, BOB_SENTENCE, f"Bob's {CANARY} receipt"):
@@ -241,8 +243,8 @@ def test_pages_and_lists_count_only_alices_things(world, alice_client, alice_api
     assert re.findall(r"(\d+) notes?\b", listing) == ["1"]
     filters = alice_client.get("/search/").content.decode()  # the filter lists, no query
     assert escape("Alice's library") in filters
-    assert "url.pdf (URLs in LaTeX)" in filters
-    for marker in ("Bob", "natbib.pdf", "still being processed"):
+    assert "text.pdf (Millpond wildlife)" in filters
+    for marker in ("Bob", BOB_PDF, "still being processed"):
         assert marker not in filters
     assert alice_api.get("/api/notebooks").json()["count"] == 1
     assert alice_api.get(f"/api/notebooks/{world.book.pk}/notes").json()["count"] == 1
@@ -255,7 +257,7 @@ def test_pages_and_lists_count_only_alices_things(world, alice_client, alice_api
 
 
 def test_mention_suggestions_offer_only_alices_sources_and_counts(world, alice_client, alice_api):
-    terms = ("", "b", "bob", "plans", "secrets", "natbib", "url", "vault", CANARY_WORDS, BOB_WORDS)
+    terms = ("", "b", "bob", "plans", "secrets", "sour", "text", "vault", CANARY_WORDS, BOB_WORDS)
     for term in terms:
         for everything in (False, True):
             page = alice_client.get(
@@ -373,8 +375,8 @@ def test_extractive_answers_and_follow_ups_carry_nothing_of_bobs(world, alice_cl
         )
         questions = [
             f"What is the {CANARY_WORDS} vault combination someone mentioned?",
-            f"How do I use {BOB_WORDS} in LaTeX?",
-            "Why does the url package refuse to break a line between two colons?",
+            f"How do I use {BOB_WORDS} at home?",
+            "Where does the grey heron wait until dusk?",
         ]
         for question in questions:
             answer, events = ask(conversation, question)
@@ -431,7 +433,7 @@ def test_a_model_asking_for_bobs_ids_and_canary_gets_nothing_of_his(
     fake.respond = prying(world, fake)
     conversation = services.conversation_create(owner=world.alice, notebook=world.book)
     # A question Alice's sources answer (so the model writes), with the canary's words in it.
-    first, events = ask(conversation, f"How do URLs break across lines, and {CANARY_WORDS}?")
+    first, events = ask(conversation, f"Where do the herons nest, and {CANARY_WORDS}?")
     assert first.answerer == "llm"
     assert [call["name"] for call in first.tool_calls] == [
         "document_search", "note_search",  # retrieval before the model writes
@@ -495,7 +497,7 @@ def test_summaries_of_bobs_conversations_never_reach_alice(world, fake, alice_cl
     fake.summary_script = [Metadata({"summary": f"Bob keeps {CANARY} in the vault."})]
     bobs = services.conversation_create(owner=world.bob, notebook=world.bobs_book)
     mine = services.conversation_create(owner=world.alice, notebook=world.book)
-    for conversation, said in ((bobs, BOB_SENTENCE), (mine, "URLs break after slashes.")):
+    for conversation, said in ((bobs, BOB_SENTENCE), (mine, "Herons nest in tall alder trees.")):
         for i in range(8):
             question = Message.objects.create(
                 conversation=conversation, role="user", content=f"The vault combination, {i}?"
@@ -520,10 +522,10 @@ def test_summaries_of_bobs_conversations_never_reach_alice(world, fake, alice_cl
         assert_nothing_of_bobs(response.content.decode(), "Bob's summaries by id")
 
     fake.requests.clear()
-    _, answer = services.message_ask(conversation=mine, content="How do URLs break?")
+    _, answer = services.message_ask(conversation=mine, content="Where do herons nest?")
     context = AnswerRequest(user=world.alice, notebook=world.book, conversation=mine,
                             summaries=tuple(summaries_for(mine)))  # fmt: skip
-    list(LLMAnswerer().run("How do URLs break?", history_for(answer), context))
+    list(LLMAnswerer().run("Where do herons nest?", history_for(answer), context))
     assert fake.streamed
     for body in fake.bodies:
         for message in body["messages"]:
@@ -532,20 +534,20 @@ def test_summaries_of_bobs_conversations_never_reach_alice(world, fake, alice_cl
 
 def test_reformulated_queries_see_only_the_askers_conversation(world, alice_client, alice_api):
     """A follow-up is completed from its own conversation only: Bob's conversation about the
-    same PDF, full of his canary, is never seen, searched or shown."""
+    same subject, full of his canary, is never seen, searched or shown."""
     from chat.models import Message
     from chat.reformulation import reformulate
 
     bobs = services.conversation_create(owner=world.bob, notebook=world.bobs_book)
     Message.objects.create(conversation=bobs, role="user",
-                           content=f"How do URLs break? Remember {BOB_SENTENCE}")  # fmt: skip
+                           content=f"Where do herons nest? Remember {BOB_SENTENCE}")  # fmt: skip
     Message.objects.create(conversation=bobs, role="assistant",
-                           content=f"URLs break at {CANARY} [1].")  # fmt: skip
+                           content=f"Herons nest at {CANARY} [1].")  # fmt: skip
     conversation = services.conversation_create(
         owner=world.alice, notebook=world.book, note=world.note
     )
-    ask(conversation, "Why does the url package refuse to break a line between two colons?")
-    answer, events = ask(conversation, "And what about it with slashes?")
+    ask(conversation, "Where does the grey heron wait until dusk?")
+    answer, events = ask(conversation, "And what about the kingfishers?")
     asked = answer.reply_to
     assert asked is not None
     assert asked.is_follow_up
@@ -602,7 +604,7 @@ def test_guides_never_carry_anything_of_bobs(world, fake, settings, alice_client
         written(guide_request_source(attachment=world.bobs_pdf)),
         written(guide_request_notebook(notebook_id=world.bobs_book.pk)),
     ]
-    assert "natbib.pdf" in json.dumps(bobs[1].content())  # the control: his guide has it
+    assert BOB_PDF in json.dumps(bobs[1].content())  # the control: his guide has it
     for guide in mine:
         assert guide.generator == "llm"
         assert_nothing_of_bobs(json.dumps(guide.content()), "Alice's guide")
@@ -717,7 +719,7 @@ def test_bobs_thumbnails_never_reach_alice(world, alice_client, settings):
     mine = alice_client.get(f"/attachments/{world.pdf.pk}/thumbnail/")
     assert mine.status_code == 200
     assert b"".join(mine.streaming_content) != bobs_bytes
-    pages = [f"/notebooks/{world.book.pk}/", f"/notes/{world.note.pk}/", "/search/?q=natbib"]
+    pages = [f"/notebooks/{world.book.pk}/", f"/notes/{world.note.pk}/", "/search/?q=sourdough"]
     for url in pages:
         html = alice_client.get(url, follow=True).content.decode()
         shown = set(re.findall(r"/attachments/(\d+)/thumbnail/", html))
@@ -743,7 +745,7 @@ def test_metrics_carry_nothing_of_anyones(world, alice_client, alice_api):
     text = staff.get("/metrics").content.decode()
     assert "notebook_http_request_duration_seconds" in text
     assert_nothing_of_bobs(text, "/metrics")
-    for words in (CANARY_WORDS, "Alice's library", "URLs in LaTeX"):
+    for words in (CANARY_WORDS, "Alice's library", "Millpond wildlife"):
         assert words not in text
     ids = {str(o.pk) for o in (world.bobs_book, world.bobs_note, world.bobs_pdf, world.book,
                                world.note, world.pdf)}  # fmt: skip
@@ -756,7 +758,7 @@ def test_metrics_carry_nothing_of_anyones(world, alice_client, alice_api):
 # --- a member of Alice's notebook -------------------------------------------------------------
 
 DAVE_CANARY = "vrmk-canary-heron"
-DAVE_SENTENCE = f"My private question mentions {DAVE_CANARY}: how do URLs break across lines?"
+DAVE_SENTENCE = f"My private question mentions {DAVE_CANARY}: where do the herons nest?"
 
 
 def test_a_members_private_conversation_and_memory_never_reach_the_owner(
@@ -807,8 +809,8 @@ def test_a_members_private_conversation_and_memory_never_reach_the_owner(
     clean(json.dumps(recalled), "Alice's memories for a prompt")
     # Her own conversation about the same PDF: its follow-up never reaches into his.
     mine = services.conversation_create(owner=world.alice, notebook=world.book, note=world.note)
-    ask(mine, "How do URLs break across lines?")
-    reply, events = ask(mine, "And what about it with slashes?")
+    ask(mine, "Where do the herons nest?")
+    reply, events = ask(mine, "And what about the kingfishers?")
     clean(stored(reply) + without_arguments(events), "Alice's answer")
     assert reply.reply_to is not None
     clean(reply.reply_to.search_query, "Alice's searched query")
@@ -884,7 +886,7 @@ def test_studio_outputs_never_carry_anything_of_bobs(world, alice_client, alice_
     bobs = studio.output_create(user=world.bob, notebook_id=world.bobs_book.pk, kind="briefing")
     studio.output_write(output_id=bobs.pk, token=bobs.token)
     bobs.refresh_from_db()
-    assert "natbib.pdf" in json.dumps(bobs.content)  # the control: his has his
+    assert BOB_PDF in json.dumps(bobs.content)  # the control: his has his
     for url in (f"/studio/{bobs.pk}/", f"/studio/{bobs.pk}/export.md", f"/api/studio/{bobs.pk}",
                 f"/api/studio/{bobs.pk}/export", f"/notebooks/{world.bobs_book.pk}/studio/",
                 f"/studio/{bobs.pk}/audio.mp3", f"/api/studio/{bobs.pk}/audio",

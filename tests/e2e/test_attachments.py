@@ -20,7 +20,7 @@ from playwright.sync_api import FilePayload, JSHandle, Locator, Page, expect
 from notes.models import Note
 from notes.services import note_create, notebook_create
 from tests.e2e.helpers import login
-from tests.fixtures.documents import EVAL_PDFS, upload
+from tests.fixtures.documents import SAMPLE_PASSWORD, sample, upload
 from tests.workers import Worker, run_worker
 
 pytestmark = pytest.mark.e2e
@@ -64,12 +64,9 @@ def open_note(page: Page, note: Note) -> None:
 
 
 def pdf(name: str, *, as_name: str | None = None) -> FilePayload:
-    """A file payload for set_input_files: an eval PDF, optionally under another name."""
-    return {
-        "name": as_name or name,
-        "mimeType": "application/pdf",
-        "buffer": (EVAL_PDFS / name).read_bytes(),
-    }
+    """A file payload for set_input_files: a sample (tests/samples/), optionally under another
+    name."""
+    return {"name": as_name or name, "mimeType": "application/pdf", "buffer": sample(name)}
 
 
 def drop(page: Page, files: list[FilePayload]) -> None:
@@ -170,25 +167,26 @@ def test_drop_two_pdfs_and_watch_them_become_ready(
     watch_rows(page)
     rows = page.locator("#attachment-list > li")
 
-    drop(page, [pdf("url.pdf"), pdf("natbib.pdf")])
+    drop(page, [pdf("text.pdf"), pdf("other.pdf")])
 
     # One row per file, at once: first the upload placeholder, then the server's status row.
     expect(rows).to_have_count(2)
-    url_row, natbib_row = row_named(page, "url.pdf"), row_named(page, "natbib.pdf")
-    expect(url_row).to_have_count(1)
-    expect(natbib_row).to_have_count(1)
+    text_row, other_row = row_named(page, "text.pdf"), row_named(page, "other.pdf")
+    expect(text_row).to_have_count(1)
+    expect(other_row).to_have_count(1)
     expect(page.get_by_text("No PDFs on this note yet.", exact=True)).to_have_count(0)
-    if natbib_row.locator("progress").count():  # the worker may already be done with it
+    if other_row.locator("progress").count():  # the worker may already be done with it
         screenshot("attachments_processing")
 
-    wait_until_ready(url_row, worker)
-    wait_until_ready(natbib_row, worker)
+    wait_until_ready(text_row, worker)
+    wait_until_ready(other_row, worker)
     expect(rows).to_have_count(2)
     assert_same_document(page)
-    expect(natbib_row).to_contain_text("26 pages")
-    expect(natbib_row.get_by_role("link", name="natbib.pdf", exact=True)).to_be_visible()
-    expect(natbib_row.get_by_role("link", name="Open", exact=True)).to_be_visible()
-    expect(natbib_row.get_by_role("button", name="Reprocess", exact=True)).to_be_visible()
+    expect(text_row).to_contain_text("3 pages")
+    expect(other_row).to_contain_text("2 pages")
+    expect(other_row.get_by_role("link", name="other.pdf", exact=True)).to_be_visible()
+    expect(other_row.get_by_role("link", name="Open", exact=True)).to_be_visible()
+    expect(other_row.get_by_role("button", name="Reprocess", exact=True)).to_be_visible()
 
     seen = seen_rows(page)
     assert len(seen) == 2, seen
@@ -199,12 +197,13 @@ def test_drop_two_pdfs_and_watch_them_become_ready(
     screenshot("attachments_ready")
 
     # The extracted text, page by page.
-    natbib_row.get_by_role("link", name="Page text", exact=True).click()
+    other_row.get_by_role("link", name="Page text", exact=True).click()
     expect(page).to_have_url(re.compile(r"/attachments/\d+/pages/$"))
-    expect(page.get_by_role("heading", name="natbib.pdf", exact=True)).to_be_visible()
+    expect(page.get_by_role("heading", name="other.pdf", exact=True)).to_be_visible()
     expect(page.get_by_role("heading", name="Page 1", exact=True)).to_be_visible()
-    expect(page.locator("#page-1")).to_contain_text("Natural Sciences Citations")
-    expect(page.locator("article.page-text")).to_have_count(26)
+    expect(page.locator("#page-1")).to_contain_text("Sourdough Starter")
+    expect(page.locator("#page-2")).to_contain_text("Baking the Loaf")
+    expect(page.locator("article.page-text")).to_have_count(2)
     screenshot("attachments_page_text")
 
     assert js_errors == []
@@ -220,9 +219,9 @@ def test_select_files_button_uploads(
     watch_rows(page)
     expect(page.locator("label").filter(has_text="Select files")).to_be_visible()
 
-    page.locator("input[data-file-input]").set_input_files(pdf("url.pdf", as_name="manual.pdf"))
+    page.locator("input[data-file-input]").set_input_files(pdf("text.pdf", as_name="survey.pdf"))
 
-    row = row_named(page, "manual.pdf")
+    row = row_named(page, "survey.pdf")
     expect(row).to_have_count(1)
     wait_until_ready(row, worker)
     expect(page.locator("#attachment-list > li")).to_have_count(1)
@@ -242,9 +241,7 @@ def test_password_protected_pdf_unlocks_through_the_dialog(
 ) -> None:
     open_note(page, note)
 
-    page.locator("input[data-file-input]").set_input_files(
-        pdf("url-password-opensesame.pdf", as_name="locked.pdf")
-    )
+    page.locator("input[data-file-input]").set_input_files(pdf("locked.pdf"))
 
     row = row_named(page, "locked.pdf")
     expect(row.get_by_test_id("status")).to_have_text("Needs password")
@@ -272,12 +269,12 @@ def test_password_protected_pdf_unlocks_through_the_dialog(
     screenshot("attachments_password_dialog")
 
     # The right one: the row is queued, then the worker reads the file.
-    password.fill("opensesame")
+    password.fill(SAMPLE_PASSWORD)
     dialog.get_by_role("button", name="Unlock", exact=True).click()
     expect(dialog).to_have_count(0)
     expect(row.get_by_test_id("row-error")).to_have_count(0)
     wait_until_ready(row, worker)
-    expect(row).to_contain_text("6 pages")
+    expect(row).to_contain_text("3 pages")
     assert_same_document(page)
     screenshot("attachments_unlocked")
 
@@ -285,6 +282,7 @@ def test_password_protected_pdf_unlocks_through_the_dialog(
     row.get_by_role("link", name="Page text", exact=True).click()
     expect(page.get_by_role("heading", name="Page 1", exact=True)).to_be_visible()
     expect(page.locator("article.page-text").first).not_to_contain_text("No text on this page.")
+    expect(page.locator("#page-1")).to_contain_text("The grey heron waits motionless")
 
     assert js_errors == []
 
@@ -297,7 +295,7 @@ def test_fake_pdf_and_duplicate_show_error_rows(
     note: Note,
     live_server,
 ) -> None:
-    existing = upload(erin, note, "url.pdf")  # queued; no worker needed here
+    existing = upload(erin, note, "text.pdf")  # queued; no worker needed here
     login(page, "erin", PASSWORD)
     page.goto(f"/notes/{note.pk}/")
     page.evaluate("window.__sameDocument = true")
@@ -318,13 +316,13 @@ def test_fake_pdf_and_duplicate_show_error_rows(
 
     # The same content under another name is recognised as a duplicate and points at the row.
     with page.expect_response(upload_url):
-        drop(page, [pdf("url.pdf", as_name="copy of url.pdf")])
+        drop(page, [pdf("text.pdf", as_name="copy of text.pdf")])
     expect(rows).to_have_count(3)
     duplicate = rows.filter(has_text="already attached")
     expect(duplicate.locator(".error-text")).to_contain_text(
-        "“url.pdf” is already attached to this note."
+        "“text.pdf” is already attached to this note."
     )
-    show = duplicate.get_by_role("link", name="Show “url.pdf”", exact=True)
+    show = duplicate.get_by_role("link", name="Show “text.pdf”", exact=True)
     expect(show).to_have_attribute("href", f"#attachment-{existing.pk}")
     screenshot("attachments_upload_errors")
     show.click()

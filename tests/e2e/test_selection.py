@@ -43,29 +43,30 @@ def _ask_pdf_exists() -> bool:
 @dataclass
 class Library:
     notebook_id: int
-    urls_note: int
-    cites_note: int
-    url_pdf: int
-    rdata_pdf: int
+    wildlife_note: int
+    baking_note: int
+    text_pdf: int
+    other_pdf: int
 
 
 @pytest.fixture
 def library(transactional_db) -> Library:
-    """Fay's notebook "TeX" with two notes, each with an ingested PDF; two more notebooks,
-    one over the warning threshold (16 notes), one over the maximum (201 notes)."""
+    """Fay's notebook "Field notes" with two notes, each with an ingested sample PDF (text.pdf
+    about wildlife, other.pdf about bread); two more notebooks, one over the warning threshold
+    (16 notes), one over the maximum (201 notes)."""
     fay = User.objects.create_user(username="fay", password=PASSWORD)
-    notebook = notebook_create(owner=fay, title="TeX")
+    notebook = notebook_create(owner=fay, title="Field notes")
     # Written notes (a note that only holds a file is listed as its file alone, no note box).
-    urls = note_create(notebook=notebook, author=fay, title="URLs in LaTeX", body="Reading list.")
-    cites = note_create(notebook=notebook, author=fay, title="Citations", body="To check.")
-    url_pdf = ingest(upload(fay, urls, "url.pdf"))
-    rdata = ingest(upload(fay, cites, "R-data.pdf"))
-    assert url_pdf.status == "ready", url_pdf.error
-    assert rdata.status == "ready", rdata.error
+    wildlife = note_create(notebook=notebook, author=fay, title="Wildlife", body="Reading list.")
+    baking = note_create(notebook=notebook, author=fay, title="Baking", body="To check.")
+    text_pdf = ingest(upload(fay, wildlife, "text.pdf"))
+    other_pdf = ingest(upload(fay, baking, "other.pdf"))
+    assert text_pdf.status == "ready", text_pdf.error
+    assert other_pdf.status == "ready", other_pdf.error
     for title, count in (("Shelf warn", 16), ("Shelf huge", 201)):
         shelf = notebook_create(owner=fay, title=title)
         NoteFactory.create_batch(count, notebook=shelf, author=fay, title="Scrap")
-    return Library(notebook.pk, urls.pk, cites.pk, url_pdf.pk, rdata.pk)
+    return Library(notebook.pk, wildlife.pk, baking.pk, text_pdf.pk, other_pdf.pk)
 
 
 def composer(page: Page):
@@ -112,7 +113,7 @@ def test_mentions_become_chips_and_boxes_follow(
     # With nothing chosen every source is ticked.
     summary = page.get_by_test_id("selection-summary")
     expect(summary).to_have_text("All sources")
-    for ref in (f"attachment:{library.url_pdf}", f"note:{library.cites_note}"):
+    for ref in (f"attachment:{library.text_pdf}", f"note:{library.baking_note}"):
         expect(box(page, ref)).to_be_checked()
 
     # `@` offers the notebook's notes; an address is not a mention.
@@ -125,8 +126,8 @@ def test_mentions_become_chips_and_boxes_follow(
     field.press_sequentially("Explain @")
     options = listbox(page).get_by_role("option")
     expect(options).to_have_count(2)
-    expect(listbox(page)).to_contain_text("URLs in LaTeX")
-    expect(listbox(page)).to_contain_text("TeX / Citations")  # the path line
+    expect(listbox(page)).to_contain_text("Wildlife")
+    expect(listbox(page)).to_contain_text("Field notes / Baking")  # the path line
     expect(field).to_have_attribute("aria-expanded", "true")
     expect(field).to_have_attribute("aria-activedescendant", "mention-option-0")
     field.press("ArrowDown")
@@ -136,35 +137,35 @@ def test_mentions_become_chips_and_boxes_follow(
     expect(field).to_have_value("Explain @")
 
     # `@@` reaches PDFs and folders; Enter picks instead of sending.
-    field.press_sequentially("@url.p")
-    expect(options.first).to_contain_text("url.pdf")
-    expect(options.first).to_contain_text("TeX / URLs in LaTeX / url.pdf")
+    field.press_sequentially("@text.p")
+    expect(options.first).to_contain_text("text.pdf")
+    expect(options.first).to_contain_text("Field notes / Wildlife / text.pdf")
     shoot(page, "selection-1366-mentions")
     field.press("Enter")
     chip = page.get_by_test_id("selection-chip")
     expect(chip).to_have_count(1)
-    expect(chip).to_contain_text("url.pdf")
+    expect(chip).to_contain_text("text.pdf")
     expect(field).to_have_value("Explain ")
     assert page.evaluate("document.activeElement.selectionStart") == len("Explain ")
     assert not Message.objects.exists()  # Enter picked, it did not send
     expect(summary).to_have_text("Answering from 1 selected source")
-    expect(box(page, f"attachment:{library.url_pdf}")).to_be_checked()
-    expect(box(page, f"attachment:{library.rdata_pdf}")).not_to_be_checked()
-    expect(box(page, f"note:{library.urls_note}")).not_to_be_checked()
+    expect(box(page, f"attachment:{library.text_pdf}")).to_be_checked()
+    expect(box(page, f"attachment:{library.other_pdf}")).not_to_be_checked()
+    expect(box(page, f"note:{library.wildlife_note}")).not_to_be_checked()
 
     # Ticking a box adds its chip; unticking a chip's box removes it and excludes it.
-    box(page, f"note:{library.cites_note}").check()
+    box(page, f"note:{library.baking_note}").check()
     expect(chip).to_have_count(2)
     expect(summary).to_have_text("Answering from 2 selected sources")
-    box(page, f"note:{library.cites_note}").uncheck()
+    box(page, f"note:{library.baking_note}").uncheck()
     expect(chip).to_have_count(1)
     state = page.evaluate("window.NotebookComposer.state()")
-    assert [s["ref"] for s in state["selections"]] == [f"attachment:{library.url_pdf}"]
+    assert [s["ref"] for s in state["selections"]] == [f"attachment:{library.text_pdf}"]
     assert state["selections"][0]["kind"] == "file"
     assert state["selections"][0]["mode"] == "all"
-    assert state["excluded"] == [f"note:{library.cites_note}"]
+    assert state["excluded"] == [f"note:{library.baking_note}"]
     hidden = page.locator("#ask-form input[name=selections]").input_value()
-    assert f"attachment:{library.url_pdf}" in hidden
+    assert f"attachment:{library.text_pdf}" in hidden
 
     # Folders: over 15 sources a warning, over 200 refused (no chip).
     field.press_sequentially("@@shelf")
@@ -183,17 +184,17 @@ def test_mentions_become_chips_and_boxes_follow(
 
     # Removing a chip excludes its source; with no chips the rest stays ticked.
     page.get_by_role("button", name="Remove Shelf warn (16)").click()
-    page.get_by_role("button", name="Remove url.pdf").click()
+    page.get_by_role("button", name="Remove text.pdf").click()
     expect(chip).to_have_count(0)
-    expect(box(page, f"attachment:{library.url_pdf}")).not_to_be_checked()
-    expect(box(page, f"attachment:{library.rdata_pdf}")).to_be_checked()
-    expect(summary).to_have_text("All sources but 2")  # url.pdf and the Citations note
-    box(page, f"attachment:{library.url_pdf}").check()
+    expect(box(page, f"attachment:{library.text_pdf}")).not_to_be_checked()
+    expect(box(page, f"attachment:{library.other_pdf}")).to_be_checked()
+    expect(summary).to_have_text("All sources but 2")  # text.pdf and the Baking note
+    box(page, f"attachment:{library.text_pdf}").check()
     expect(summary).to_have_text("All sources but 1")
 
     # At 390 px: the chat tab with a chip and the list open, nothing overflowing.
     page.set_viewport_size({"width": 390, "height": 844})
-    field.press_sequentially("@@cit")
+    field.press_sequentially("@@bak")
     expect(listbox(page)).to_be_visible()
     field.press("Enter")
     expect(chip).to_have_count(1)
@@ -229,40 +230,42 @@ def test_a_chip_scopes_the_answer_and_an_unticked_source_is_not_cited(
     page.goto(f"/notebooks/{library.notebook_id}/")
     field = composer(page)
     field.click()
-    field.press_sequentially("@@R-data")
+    field.press_sequentially("@@other")
     field.press("Enter")  # before the suggestions arrive: it waits for them, it does not send
-    expect(listbox(page).get_by_role("option").first).to_contain_text("R-data.pdf")
+    expect(listbox(page).get_by_role("option").first).to_contain_text("other.pdf")
     assert not Message.objects.exists()
     field.press("Enter")
-    field.press_sequentially("How do I read data from a URL?")
+    # Over the whole notebook this is answered from text.pdf ("Volunteers record every
+    # sighting", "early morning"); other.pdf answers it too ("every morning").
+    field.press_sequentially("What is recorded every morning?")
     field.press("Enter")  # the first question of the workspace: a plain post
     first = page.locator("article.message-assistant").nth(0)
     expect(first).to_have_attribute("data-status", "complete", timeout=ANSWER_TIMEOUT)
     answer = Message.objects.filter(role="assistant").get()
-    # Both PDFs speak of URLs, but only R-data.pdf was chosen: cited from it, not url.pdf.
-    assert _cited_attachments(answer) == {library.rdata_pdf}
-    expect(page.get_by_test_id("chosen-sources")).to_contain_text("R-data.pdf")
+    # Both PDFs speak of mornings, but only other.pdf was chosen: cited from it, not text.pdf.
+    assert _cited_attachments(answer) == {library.other_pdf}
+    expect(page.get_by_test_id("chosen-sources")).to_contain_text("other.pdf")
     # The chip is still there after sending (and the page load that followed).
     chip = page.get_by_test_id("selection-chip")
     expect(chip).to_have_count(1)
-    expect(chip).to_contain_text("R-data.pdf")
+    expect(chip).to_contain_text("other.pdf")
     expect(page.locator("#chat")).to_have_attribute("data-socket", "open")
 
-    # Remove the chip, untick url.pdf: the next answer (over the socket) does not cite it.
-    page.get_by_role("button", name="Remove R-data.pdf").click()
-    box(page, f"attachment:{library.rdata_pdf}").check()
-    box(page, f"attachment:{library.url_pdf}").uncheck()
+    # Remove the chip, untick text.pdf: the next answer (over the socket) does not cite it.
+    page.get_by_role("button", name="Remove other.pdf").click()
+    box(page, f"attachment:{library.other_pdf}").check()
+    box(page, f"attachment:{library.text_pdf}").uncheck()
     expect(page.get_by_test_id("selection-summary")).to_have_text("All sources but 1")
     field = composer(page)
-    field.fill("Why does the url package refuse to break a line between two colons?")
+    field.fill("Where does the grey heron wait motionless until dusk?")
     field.press("Enter")
     second = page.locator("article.message-assistant").nth(1)
     expect(second).to_have_attribute("data-status", "complete", timeout=ANSWER_TIMEOUT)
     latest = Message.objects.filter(role="assistant").order_by("-pk").first()
     assert latest is not None
-    assert library.url_pdf not in _cited_attachments(latest)
+    assert library.text_pdf not in _cited_attachments(latest)
     # The boxes and the summary survived the form the socket sent back.
-    expect(box(page, f"attachment:{library.url_pdf}")).not_to_be_checked()
+    expect(box(page, f"attachment:{library.text_pdf}")).not_to_be_checked()
     expect(page.get_by_test_id("selection-summary")).to_have_text("All sources but 1")
     shoot(page, "selection-1366-answered")
     assert errors == []
@@ -275,17 +278,17 @@ def test_ask_this_pdf_opens_a_conversation_titled_after_the_file(
     page = chat_page
     login(page, "fay", PASSWORD)
     page.goto(f"/notebooks/{library.notebook_id}/")
-    row = page.locator(f"#source-{library.url_pdf}")
+    row = page.locator(f"#source-{library.text_pdf}")
     row.locator("summary").click()
     row.get_by_role("button", name="Ask this PDF").click()
-    expect(page.locator("#conversation-title")).to_contain_text("url.pdf")
+    expect(page.locator("#conversation-title")).to_contain_text("text.pdf")
     conversation = Conversation.objects.get()
-    assert "url.pdf" in conversation.title
+    assert "text.pdf" in conversation.title
     # And from the note's own page.
-    page.goto(f"/notes/{library.cites_note}/")
-    page.locator(f"#attachment-{library.rdata_pdf}").get_by_role(
+    page.goto(f"/notes/{library.baking_note}/")
+    page.locator(f"#attachment-{library.other_pdf}").get_by_role(
         "button", name="Ask this PDF"
     ).click()
-    expect(page.locator("#conversation-title")).to_contain_text("R-data.pdf")
+    expect(page.locator("#conversation-title")).to_contain_text("other.pdf")
     assert Conversation.objects.count() == 2
     assert errors == []

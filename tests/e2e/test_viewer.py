@@ -26,7 +26,7 @@ from chat.models import Conversation, Message
 from notes.models import Note
 from tests.e2e.helpers import login
 from tests.fixtures.chat_browser import ANSWER_TIMEOUT, QUESTION, wait_until_ready
-from tests.fixtures.documents import EVAL_PDFS, upload
+from tests.fixtures.documents import EVAL_PDFS, eval_pdf, upload
 from tests.fixtures.viewer_browser import (  # noqa: F401 - fixtures, shared
     PASSWORD,
     asgi_server,
@@ -217,11 +217,15 @@ def add_citation_link(page: Page, attributes: dict[str, str]) -> Locator:
     return page.get_by_test_id("added-citation").last
 
 
+# About real documents' fonts (TeX's embedded CID fonts and separate accents), which the samples
+# do not have (they embed no font at all): the evaluation PDFs, so marked `eval`.
+@pytest.mark.eval
 @pytest.mark.parametrize("name", sorted(PAGES))
 def test_chinese_and_german_pages_draw_and_their_quotes_are_found(
     viewer_page: Page, js_errors: list[str], note: Note, conversation: Conversation, name: str
 ) -> None:
-    attachment = upload(note.notebook.owner, note, name)  # no worker: the file is enough
+    # No worker: the file is enough.
+    attachment = upload(note.notebook.owner, note, name, eval_pdf(name))
     number, quote = PAGES[name]
     page = viewer_page
     login(page, "erin", PASSWORD)

@@ -106,7 +106,8 @@ class ExtractiveAnswerer:
                 related=_related(evidence, passages, None, strong=False, apart=apart),
             )
             return
-        yield from words(f"{escape(_frame(unit.passage))} [{unit.n}]\n\n{render(unit)}")
+        frame = escape(_frame(unit.passage, unit.last_page))
+        yield from words(f"{frame} [{unit.n}]\n\n{render(unit)}")
         related = _related(evidence, passages, unit, strong=True, apart=apart)
         yield Finished(
             confidence=_confidence(evidence.best),
@@ -162,14 +163,21 @@ def _best_unit(
     return units[max(range(len(units)), key=score)][1]
 
 
-def _frame(passage: dict[str, Any]) -> str:
-    """The only words of the answer that are not the source's: where the passage is from."""
+def _frame(passage: dict[str, Any], last_page: int | None = None) -> str:
+    """The only words of the answer that are not the source's: where the passage is from
+    (`last_page`: the page it goes on to)."""
     if passage.get("kind") == "note":
         return _("From your note “%(title)s”:") % {"title": passage.get("note_title", "")}
     if passage.get("where"):  # a section, slide, sheet range or time of a non-PDF source
         return _("From %(file)s, %(where)s:") % {
             "file": passage.get("file", ""),
             "where": passage.get("where", ""),
+        }
+    if last_page:
+        return _("From %(file)s, pages %(first)s–%(last)s:") % {
+            "file": passage.get("file", ""),
+            "first": passage.get("page", ""),
+            "last": last_page,
         }
     return _("From %(file)s, page %(page)s:") % {
         "file": passage.get("file", ""),

@@ -51,6 +51,7 @@ _ENDS_SENTENCE = re.compile(r"[.!?。！？…][\"'”’)\]]*\s*$")
 class Block:
     kind: str
     text: str  # as the page has it (lines kept)
+    following_page: bool = False  # carried over from the top of the next page
 
     @property
     def lines(self) -> list[str]:
@@ -64,6 +65,7 @@ class Unit:
     blocks: list[Block]
     quote: str  # the sentences that answer, contiguous, verbatim (whitespace collapsed)
     text: str = field(default="")  # the unit's text, whitespace collapsed (what it holds)
+    last_page: int | None = None  # the next page's number when the unit goes on there
 
 
 def kind_of(text: str, emphasis: bool | None = None) -> str:
@@ -141,18 +143,51 @@ def _page_text(passage: dict[str, Any]) -> tuple[str, int, list[Any]]:
     )
     if chunk is None:
         return str(passage.get("text", "")), 0, []
+    page, lines = _page(chunk[0], chunk[1])
+    if not page:
+        return str(passage.get("text", "")), 0, []
+    return page, chunk[2], lines
+
+
+def _page(attachment_id: int, number: int) -> tuple[str, list[Any]]:
+    """A page's text with its running heads and page numbers blanked (offsets kept: they are
+    in no passage), and its lines' fonts; ("", []) when there is no such page."""
     row = (
-        DocumentPage.objects.filter(attachment_id=chunk[0], number=chunk[1])
+        DocumentPage.objects.filter(attachment_id=attachment_id, number=number)
         .values_list("text", "running", "lines")
         .first()
     )
     if not row or not row[0]:
-        return str(passage.get("text", "")), 0, []
-    # Running heads and page numbers are in no passage: blanked (offsets kept).
+        return "", []
     page = row[0]
     for start, end in row[1] or []:
         page = page[:start] + re.sub(r"\S", " ", page[start:end]) + page[end:]
-    return page, chunk[2], list(row[2] or [])
+    return page, list(row[2] or [])
+
+
+def _blocks(page: str, lines: list[Any]) -> list[Block]:
+    return [Block(kind_of(page[s:e], _emphasis(lines, s, e)), _without_debris(page[s:e]))
+            for s, e in blocks_of(page) if page[s:e].strip()]  # fmt: skip
+
+
+def _carried_over(passage: dict[str, Any], blocks: list[Block]) -> list[Block]:
+    """The blocks at the top of the page after the passage's that go on from the foot of its
+    page: a sentence, a list or the prose after a code example the page break cut (margin
+    words at either edge aside). Empty when the next page starts afresh."""
+    if passage.get("kind") != "document" or not passage.get("attachment_id"):
+        return []
+    try:
+        number = int(passage.get("page") or 0)
+    except (TypeError, ValueError):
+        return []
+    foot = next((b for b in reversed(blocks) if b.kind != DEBRIS), None)
+    if not number or foot is None or foot.kind == HEADING:
+        return []
+    page, lines = _page(int(passage["attachment_id"]), number + 1)
+    following = [b for b in _blocks(page, lines) if b.kind != DEBRIS]
+    if not following or following[0].kind == HEADING or not _joins(foot, following[0]):
+        return []
+    return [Block(b.kind, b.text, following_page=True) for b in following]
 
 
 def grow(best: Candidate | None, evidence: Evidence, passages: list[dict[str, Any]]) -> Unit | None:
@@ -188,10 +223,15 @@ def grow(best: Candidate | None, evidence: Evidence, passages: list[dict[str, An
         scores[c.text] = max(scores.get(c.text, 0.0), c.score)
     if at is None:  # not found on the page as cut: the sentence alone
         return Unit(best.n, passage, [Block(PROSE, best.text)], best.text, best.text)
-    blocks = [Block(kind_of(page[s:e], _emphasis(lines, s, e)), _without_debris(page[s:e]))
-              for s, e in spans]  # fmt: skip
+    blocks = _blocks(page, lines)
     first, last = _extent(blocks, at)
     last = max(last, _extent(blocks, end_at or at)[1])
+    if last == len(blocks) - 1 or all(b.kind == DEBRIS for b in blocks[last + 1 :]):
+        # It runs to the foot of the page: it goes on where the next page carries it on.
+        carried = _carried_over(passage, blocks[: last + 1])
+        if carried:
+            blocks = blocks[: last + 1] + carried
+            last = _extent(blocks, last)[1]
     # The unit next to it comes too when it holds a sentence that answers about as well
     # ("… the so-called Not a Number, NaN, values." and then "is.nan(xx) is only TRUE for NaNs.").
     floor = best.score * HIGHLIGHT_SHARE
@@ -208,9 +248,12 @@ def grow(best: Candidate | None, evidence: Evidence, passages: list[dict[str, An
         found = sentences(chosen[0].text, 1, 0.0)
         if len(found) > 1 and best.text not in found[0]:
             chosen[0] = Block(PROSE, " ".join(found[1:]))
-    quote = _quote(chosen, best, scores, page)
+    quote = _quote([b for b in chosen if not b.following_page], best, scores, page)
     text = " ".join(_flat(b.text) for b in chosen)
-    return Unit(best.n, passage, chosen, quote, text)
+    unit = Unit(best.n, passage, chosen, quote, text)
+    if any(b.following_page for b in chosen):
+        unit.last_page = int(passage.get("page") or 0) + 1
+    return unit
 
 
 def _emphasis(lines: list[Any], start: int, end: int) -> bool | None:

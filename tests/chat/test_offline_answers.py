@@ -11,7 +11,7 @@ import pytest
 from django.utils import translation
 
 from attachments.models import DocumentChunk, DocumentPage, NoteAttachment
-from chat import services
+from chat import extractive, services
 from chat.passages import (
     CODE,
     DEBRIS,
@@ -182,6 +182,54 @@ def test_a_block_too_long_to_show_whole_is_cut_around_the_best_sentence(alice):
 # --- Through the answerer
 
 
+def _next_page(passage: dict[str, object], text: str, running: list[list[int]]) -> None:
+    attachment = NoteAttachment.objects.get(pk=int(str(passage["attachment_id"])))
+    attachment.page_count = 2
+    attachment.save(update_fields=["page_count"])
+    DocumentPage.objects.create(attachment=attachment, number=2, text=text, running=running)
+
+
+def test_a_passage_the_page_break_cuts_goes_on_at_the_top_of_the_next_page(alice):
+    page = (
+        "Counting birds\n\n"
+        "The survey counted the herons twice a day. At dawn it found forty birds on the\n"
+        "millpond, whereas\n\n"
+        'count(herons, at = "dusk")'
+    )
+    passage = page_passage(alice, page)
+    head = "Chapter 2: Birds\n\n12\n\n"
+    _next_page(
+        passage,
+        head + "gave only twelve, most of them on the weir.\n\nOtters are counted in spring.",
+        [[0, 16], [18, 20]],
+    )
+    candidate, evidence = best("The survey counted the herons twice a day.")
+    unit = grow(candidate, evidence, [passage])
+    assert unit is not None
+    assert unit.last_page == 2
+    markdown = render(unit)
+    assert '```\ncount(herons, at = "dusk")\n```' in markdown
+    assert markdown.endswith("gave only twelve, most of them on the weir.")
+    assert "Chapter 2" not in markdown
+    assert "Otters" not in markdown
+    assert unit.quote == candidate.text  # the citation's quote stays on its own page
+    with translation.override("de"):
+        assert extractive._frame(passage, unit.last_page) == "Aus manual.pdf, Seiten 1–2:"
+    assert extractive._frame(passage, unit.last_page) == "From manual.pdf, pages 1–2:"
+
+
+def test_a_passage_that_ends_with_its_page_stays_on_it(alice):
+    page = "Counting birds\n\nThe survey counted the herons twice a day, at dawn and at dusk."
+    passage = page_passage(alice, page)
+    _next_page(passage, "Otters are counted in spring, on the weir.", [])
+    candidate, evidence = best("The survey counted the herons twice a day, at dawn and at dusk.")
+    unit = grow(candidate, evidence, [passage])
+    assert unit is not None
+    assert unit.last_page is None
+    assert "Otters" not in render(unit)
+    assert extractive._frame(passage, unit.last_page) == "From manual.pdf, page 1:"
+
+
 def test_an_answer_is_one_passage_of_one_source_framed_and_highlighted(alice):
     done = ask_notes(
         alice,
@@ -257,8 +305,8 @@ def test_a_note_is_quoted_as_plain_text(alice):
     assert "](" not in done.content
 
 
-def test_a_name_the_sources_never_mention_is_refused(url_note):
-    done = answer(url_note, "How do I use devtools::install_github() with the url package?")
+def test_a_name_the_sources_never_mention_is_refused(pdf_note):
+    done = answer(pdf_note, "How do I use devtools::install_github() for the heron survey?")
     assert done.metadata["grounding"] == "abstained"
     assert "devtools::install_github" in done.content
 
@@ -294,8 +342,8 @@ def test_a_capitalised_word_is_a_name_where_the_sources_language_capitalises_onl
     assert salient_terms("How do I run the package inside Docker containers?", [GERMAN]) == []
 
 
-def test_citations_are_numbered_in_order_of_first_use_without_repeats(url_note):
-    done = answer(url_note, QUESTION)
+def test_citations_are_numbered_in_order_of_first_use_without_repeats(pdf_note):
+    done = answer(pdf_note, QUESTION)
     numbers = [c["n"] for c in done.citations]
     assert numbers == list(range(1, len(numbers) + 1))
     markers = [int(n) for n in re.findall(r"\[(\d+)\]", done.content)]
@@ -391,25 +439,25 @@ def test_a_sentence_is_weighed_under_its_headings(alice):
 
 
 @pytest.mark.parametrize(("mode", "passages"), [("exploring", 8), ("research", 4), ("learning", 6)])
-def test_the_mode_sets_how_many_passages_are_searched(url_note, mode, passages):
-    done = answer(url_note, QUESTION, mode=mode)
+def test_the_mode_sets_how_many_passages_are_searched(pdf_note, mode, passages):
+    done = answer(pdf_note, QUESTION, mode=mode)
     assert done.tool_calls[0]["arguments"]["limit"] == passages
     assert done.reply_to is not None
     assert done.reply_to.mode == mode
     assert done.conversation.mode == mode
 
 
-def test_an_unknown_mode_is_refused_with_nothing_saved(url_note):
+def test_an_unknown_mode_is_refused_with_nothing_saved(pdf_note):
     conversation = services.conversation_create(
-        owner=url_note.notebook.owner, notebook=url_note.notebook, note=url_note
+        owner=pdf_note.notebook.owner, notebook=pdf_note.notebook, note=pdf_note
     )
     with pytest.raises(Exception, match="Choose a mode"):
         services.message_ask(conversation=conversation, content=QUESTION, mode="party")
     assert not conversation.messages.exists()
 
 
-def test_follow_up_chips_name_sections_of_further_passages_without_page_numbers(url_note):
-    done = answer(url_note, QUESTION)
+def test_follow_up_chips_name_sections_of_further_passages_without_page_numbers(pdf_note):
+    done = answer(pdf_note, QUESTION)
     for suggestion in done.follow_ups:
         assert "“" in suggestion
         assert not re.search(r"\.\s?\.|\d\s*”", suggestion)

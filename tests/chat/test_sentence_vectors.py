@@ -27,33 +27,33 @@ class Counting:
         return self.inner.embed(texts, timeout=timeout)
 
 
-def test_the_second_answer_over_the_same_passages_embeds_only_the_question(url_note, monkeypatch):
+def test_the_second_answer_over_the_same_passages_embeds_only_the_question(pdf_note, monkeypatch):
     counting = Counting()
     monkeypatch.setattr("grounding.evidence.get_embedder", lambda: counting)
-    first = answer(url_note, QUESTION)
+    first = answer(pdf_note, QUESTION)
     weighed = len(counting.texts)
     assert weighed > 5  # the question and the sentences of the passages found
     kept = SentenceVector.objects.filter(model=counting.model_name).count()
     assert kept == weighed - 1  # every sentence of a chunk, not the question
 
     counting.texts.clear()
-    second = answer(url_note, QUESTION)
+    second = answer(pdf_note, QUESTION)
     assert counting.texts == [QUESTION]  # only the question: the sentences were read back
     assert second.content == first.content
     assert second.citations == first.citations
     assert SentenceVector.objects.count() == kept
 
 
-def test_stored_vectors_score_as_fresh_ones_and_notes_are_not_stored(url_note):
-    chunk = DocumentChunk.objects.filter(attachment__note=url_note).first()
+def test_stored_vectors_score_as_fresh_ones_and_notes_are_not_stored(pdf_note):
+    chunk = DocumentChunk.objects.filter(attachment__note=pdf_note).first()
     assert chunk is not None
-    items = [(chunk.pk, "The url package breaks lines at colons."), (None, "A note's line.")]
+    items = [(chunk.pk, "The grey heron waits by the millpond."), (None, "A note's line.")]
     embedder = get_embedder()
-    q1, fresh = embed_weighed(embedder, "Where are lines broken?", items, timeout=10)
+    q1, fresh = embed_weighed(embedder, "Where does the heron wait?", items, timeout=10)
     assert list(SentenceVector.objects.values_list("chunk_id", "digest")) == [
         (chunk.pk, digest(items[0][1]))
     ]
-    q2, again = embed_weighed(embedder, "Where are lines broken?", items, timeout=10)
+    q2, again = embed_weighed(embedder, "Where does the heron wait?", items, timeout=10)
     assert np.allclose(fresh, again, atol=1e-6)
     assert np.allclose(similarities(q1, fresh), similarities(q2, again), atol=1e-6)
     chunk.delete()  # a reindexed file's sentences go with its chunks

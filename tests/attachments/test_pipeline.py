@@ -58,10 +58,11 @@ EVAL = {
 }
 
 
-# The same for the samples: a text PDF with headings, and a scan.
+# The same for the samples: text PDFs with headings (one a manual with lists and code), and a scan.
 SAMPLES = {
     "text.pdf": (3, "en", "english", 0, "kingfisher weir", 2),
     "other.pdf": (2, "en", "english", 0, "sourdough", 1),
+    "manual.pdf": (3, "en", "english", 0, "publish SFTP", 3),
     "scanned.pdf": (2, "en", "english", 2, "fishing boat", 2),
 }
 

@@ -81,6 +81,77 @@ def long_pages() -> list[tuple[str, str, str]]:
     return pages
 
 
+# manual.pdf: a small technical manual, the chat tests' "ready manual". Each page: a heading, then
+# blocks, each ("para", text) wrapped, ("list", items) one bullet a line, or ("code", lines) in
+# Courier. Page 2's lead-in and list answer "What does lantern build check before it writes
+# anything?" (a unit of several lines); page 3's first sentence says why a build can refuse.
+MANUAL_PAGES: list[tuple[str, list[tuple[str, str | list[str]]]]] = [
+    (
+        "1 Installing Lantern",
+        [
+            (
+                "para",
+                "Lantern is a small command-line tool that turns a folder of text pages "
+                "into a website. It needs Python 3.10 or newer and runs on Linux, macOS and "
+                "Windows.",
+            ),
+            ("para", "Install it with pip, then check the version it prints:"),
+            ("code", ["$ pip install lantern-site", "$ lantern --version", "lantern 2.4.1"]),
+            (
+                "para",
+                "The configuration lives in a file called lantern.toml at the top of the "
+                "site's folder. A new site gets one from lantern init.",
+            ),
+        ],
+    ),
+    (
+        "2 Building a Site",
+        [
+            (
+                "para",
+                "Run lantern build in the folder of your site to write the finished pages "
+                "to the public folder. The pages folder holds one text file for each page.",
+            ),
+            ("para", "Before it writes anything, lantern build checks three things:"),
+            (
+                "list",
+                [
+                    "every page starts with a title line,",
+                    "every link points to a page that exists,",
+                    "no file in the public folder was changed by hand.",
+                ],
+            ),
+            ("code", ["$ lantern build --strict", "checked 12 pages, built 12 pages"]),
+            (
+                "para",
+                "With the strict option a broken link stops the build instead of being "
+                "reported as a warning.",
+            ),
+        ],
+    ),
+    (
+        "3 Publishing the Site",
+        [
+            (
+                "para",
+                "Lantern never overwrites a public folder that holds files it did not "
+                "write, so a build cannot delete your own work.",
+            ),
+            (
+                "para",
+                "Copy the public folder to any web server, or run lantern publish to "
+                "upload it over SFTP. The upload sends only the files that changed since the last "
+                "one.",
+            ),
+            ("code", ["$ lantern publish --host example.org"]),
+            (
+                "para",
+                "The host, the user name and the remote folder can also be set in "
+                "lantern.toml under the publish heading.",
+            ),
+        ],
+    ),
+]
 # scanned.pdf: what its page images say (printed, then scanned: no text layer).
 SCANNED_PAGES = [
     ["Lighthouse Keeping Log", "The lamp was lit at seven", "and the fog horn sounded twice."],
@@ -143,6 +214,46 @@ def text_pdf(pages: list[tuple[str, str, str]], title: str, *, compress: bool = 
     return _save(pdf, compress=compress)
 
 
+def manual_pdf() -> bytes:
+    """MANUAL_PAGES in the standard PDF fonts: an 18 pt bold heading, 10 pt Helvetica
+    paragraphs and bulleted lists, 9 pt Courier code (11 pt apart), a blank line between blocks
+    and the page number at the foot of each page."""
+    pdf = pikepdf.new()
+
+    def font(base: Name) -> pikepdf.Object:
+        return pdf.make_indirect(
+            Dictionary(
+                Type=Name.Font, Subtype=Name.Type1, BaseFont=base, Encoding=Name.WinAnsiEncoding
+            )
+        )
+
+    fonts = Dictionary(
+        F1=font(Name.Helvetica), F2=font(Name("/Helvetica-Bold")), F3=font(Name.Courier)
+    )
+    for number, (heading, blocks) in enumerate(MANUAL_PAGES, start=1):
+        page = pdf.add_blank_page(page_size=(612, 792))
+        page.Resources = Dictionary(Font=fonts)
+        ops = ["BT", "/F2 18 Tf", "72 720 Td", f"({_literal(heading)}) Tj", "ET"]
+        ops += ["BT", "14 TL", "72 690 Td"]
+        for kind, content in blocks:
+            if kind == "para":
+                assert isinstance(content, str)
+                ops.append("/F1 10 Tf")
+                ops += [f"({_literal(line)}) Tj T*" for line in _wrap(content)]
+            elif kind == "list":
+                ops.append("/F1 10 Tf")
+                ops += [f"(• {_literal(item)}) Tj T*" for item in content]  # cp1252 0x95
+            else:
+                ops += ["/F3 9 Tf", "11 TL"]  # set solid, as code is
+                ops += [f"({_literal(line)}) Tj T*" for line in content]
+                ops.append("14 TL")
+            ops.append("T*")
+        ops += ["ET", "BT", "/F1 9 Tf", "300 40 Td", f"({number}) Tj", "ET"]
+        page.Contents = pdf.make_stream("\n".join(ops).encode("cp1252"))
+    pdf.docinfo = pdf.make_indirect(Dictionary(Title=pikepdf.String("Lantern User Manual")))
+    return _save(pdf)
+
+
 def page_image(
     lines: list[str], size: tuple[int, int] = (1275, 1650), *, margin: int = 120, step: int = 90
 ) -> Image.Image:
@@ -202,6 +313,7 @@ def samples() -> dict[str, bytes]:
         "text.pdf": text,
         "other.pdf": text_pdf(OTHER_PAGES, "Bread at Home"),
         "long.pdf": text_pdf(long_pages(), "Survey Days", compress=True),
+        "manual.pdf": manual_pdf(),
         "scanned.pdf": scanned_pdf(),
         "locked.pdf": locked_pdf(text),
         "broken.pdf": broken_pdf(text),

@@ -24,7 +24,9 @@ from tests.fixtures.documents import ingest, upload
 from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
-QUESTION = "Why does the url package refuse to break a line between two consecutive colons?"
+# text.pdf (tests/samples/) answers it on page 1, quoting ANSWERED.
+QUESTION = "Where does the grey heron wait motionless until dusk?"
+ANSWERED = "The grey heron waits motionless by the millpond until dusk"
 MESSAGE_FIELDS = {
     "id", "conversation_id", "role", "content", "status", "error", "reply_to_id", "answerer",
     "citations", "retrieved", "tool_calls", "confidence", "follow_ups", "usage", "timings",
@@ -36,17 +38,17 @@ MESSAGE_FIELDS = {
 @pytest.fixture
 def library(alice):
     """A notebook whose note has text (enough for a notebook chat) but no PDF yet."""
-    notebook = NotebookFactory.create(owner=alice, title="TeX")
+    notebook = NotebookFactory.create(owner=alice, title="Field notes")
     note = note_create(
-        notebook=notebook, author=alice, title="URLs in LaTeX", body="Reading list: url.sty."
+        notebook=notebook, author=alice, title="Millpond wildlife", body="Reading list: herons."
     )
     return {"notebook": notebook, "note": note}
 
 
 @pytest.fixture
 def conversation(alice, library) -> Conversation:
-    """A chat about the note's PDF, url.pdf, ingested for real."""
-    attachment = ingest(upload(alice, library["note"], "url.pdf"))
+    """A chat about the note's PDF, the sample text.pdf, ingested for real."""
+    attachment = ingest(upload(alice, library["note"], "text.pdf"))
     assert attachment.status == "ready"
     return services.conversation_create(
         owner=alice, notebook=library["notebook"], note=library["note"]
@@ -111,7 +113,7 @@ def test_conversation_crud_with_a_token(alice_api, alice, library):
     created = post_json(alice_api, "/api/conversations", {"notebook_id": notebook.pk})
     assert created.status_code == 201, created.content
     body = created.json()
-    assert body["title"] == "About TeX"
+    assert body["title"] == "About Field notes"
     assert (body["notebook_id"], body["note_id"], body["message_count"]) == (notebook.pk, None, 0)
     conversation_id = body["id"]
     assert Conversation.objects.get(pk=conversation_id).owner == alice
@@ -119,7 +121,7 @@ def test_conversation_crud_with_a_token(alice_api, alice, library):
     about_note = post_json(
         alice_api, "/api/conversations", {"notebook_id": notebook.pk, "note_id": note.pk}
     ).json()
-    assert (about_note["note_id"], about_note["title"]) == (note.pk, "About URLs in LaTeX")
+    assert (about_note["note_id"], about_note["title"]) == (note.pk, "About Millpond wildlife")
 
     retrieved = alice_api.get(f"/api/conversations/{conversation_id}")
     assert retrieved.json()["message_count"] == 0
@@ -215,7 +217,7 @@ def test_asking_streams_server_sent_events(alice_api, conversation):
         if kind == "citation"
     ]
     assert saved.citations == streamed_citations == final["citations"]
-    assert {c["file"] for c in saved.citations} == {"url.pdf"}
+    assert {c["file"] for c in saved.citations} == {"text.pdf"}
     assert saved.usage == final["usage"]
 
 
@@ -231,7 +233,7 @@ def test_asking_without_streaming_returns_the_finished_answer(alice_api, convers
         "complete",
         "extractive",
     )
-    assert "DECnet" in answer["content"]
+    assert ANSWERED in answer["content"]
     assert answer["citations"]
     assert answer["retrieved"]
     assert answer["tool_calls"]
@@ -271,7 +273,7 @@ def test_empty_and_huge_questions_are_refused(alice_api, notebook_chat, content,
 def test_a_chat_with_nothing_to_search_is_refused(alice_api, alice):
     notebook = NotebookFactory.create(owner=alice)
     note = note_create(notebook=notebook, author=alice, title="Empty")
-    upload(alice, note, "url.pdf")  # not ingested: not ready
+    upload(alice, note, "text.pdf")  # not ingested: not ready
     conversation = services.conversation_create(owner=alice, notebook=notebook)
     response = post_json(
         alice_api, f"/api/conversations/{conversation.pk}/messages", {"content": QUESTION}
@@ -456,7 +458,7 @@ def test_a_failed_answer_can_be_retried_once(alice_api, conversation):
     assert retried.status_code == 200, retried.content
     body = retried.json()
     assert (body["id"], body["status"], body["error"]) == (answer.pk, "complete", "")
-    assert "DECnet" in body["content"]
+    assert ANSWERED in body["content"]
 
     again = alice_api.post(f"/api/messages/{answer.pk}/retry")
     assert again.status_code == 409
@@ -545,9 +547,9 @@ def test_a_question_takes_chosen_sources_and_returns_them(alice_api, conversatio
     assert response.json()["metadata"]["source_summary"]["explicit_selected_count"] == 1
     question = alice_api.get(url).json()["items"][0]
     assert question["explicit_selections"] == [
-        {"kind": "file", "mode": "all", "ref": f"attachment:{attachment.pk}", "name": "url.pdf",
-         "path": "TeX / URLs in LaTeX / url.pdf", "source_ids": [f"attachment:{attachment.pk}"],
-         "subfile_count": 1},
+        {"kind": "file", "mode": "all", "ref": f"attachment:{attachment.pk}", "name": "text.pdf",
+         "path": "Field notes / Millpond wildlife / text.pdf",
+         "source_ids": [f"attachment:{attachment.pk}"], "subfile_count": 1},
     ]  # fmt: skip
     assert question["excluded_sources"] == []
 
@@ -568,4 +570,4 @@ def test_a_question_takes_chosen_sources_and_returns_them(alice_api, conversatio
     created = post_json(alice_api, "/api/conversations", about_file)
     assert created.status_code == 201, created.content
     assert created.json()["attachment_id"] == attachment.pk
-    assert created.json()["title"] == "url.pdf"
+    assert created.json()["title"] == "text.pdf"

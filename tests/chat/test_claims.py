@@ -31,7 +31,7 @@ from tests.fake_chat import (
 from tests.fake_openai import fake_openai_server
 from tests.fixtures.documents import ingest, upload
 
-QUESTION = "What does the url package do?"
+QUESTION = "What does Lantern do?"  # manual.pdf's first sentence says
 
 
 @pytest.fixture(autouse=True)
@@ -65,9 +65,9 @@ def model(settings):
 
 @pytest.fixture
 def conversation(alice):
-    notebook = NotebookFactory.create(owner=alice, title="LaTeX packages")
-    note = NoteFactory.create(notebook=notebook, title="url.sty", body="Reading notes.")
-    attachment = ingest(upload(alice, note, "url.pdf"))
+    notebook = NotebookFactory.create(owner=alice, title="Tools")
+    note = NoteFactory.create(notebook=notebook, title="Lantern", body="Reading notes.")
+    attachment = ingest(upload(alice, note, "manual.pdf"))  # tests/samples/
     assert attachment.status == "ready", attachment.error
     return conversation_create(owner=alice, notebook=notebook)
 
@@ -177,7 +177,7 @@ def test_an_answer_with_nothing_backed_warns_above_its_text_and_is_not_offered_f
                 "confidence": "high",
                 "follow_ups": [],
                 "answerable": True,
-                "citations": [{"n": 1, "quote": "url.sty"}],
+                "citations": [{"n": 1, "quote": "Lantern"}],
             }
         ),
     ]
@@ -211,7 +211,7 @@ def test_a_follow_up_never_searches_with_words_of_an_unbacked_sentence(model, co
                 "confidence": "high",
                 "follow_ups": [],
                 "answerable": True,
-                "citations": [{"n": 1, "quote": "url.sty"}],
+                "citations": [{"n": 1, "quote": "Lantern"}],
             }
         ),
     ]

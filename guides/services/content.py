@@ -204,12 +204,18 @@ def central_passages(
 
 def good_sentence(text: str) -> bool:
     """A sentence worth quoting on its own: it starts like one and ends like one, has 8 to 60
-    words (or 15+ CJK characters), and is not code or a list."""
+    words (or 15+ CJK characters), and is not code, a list or strewn with glyphs: a third of
+    its words single characters is what a music or symbol font leaves in extracted text
+    ("Eindruck. h ª h ª h h h …"), not a sentence of any language written with spaces."""
     if not (_SENTENCE_START.match(text) and _SENTENCE_STOP.search(text)):
         return False
     if len(_CODE.findall(text)) > 2 or text.lstrip().startswith(("•", "-", "*", "–")):
         return False
-    words = len(text.split())
+    tokens = text.split()
+    single = sum(len(token) == 1 and not "\u4e00" <= token <= "\u9fff" for token in tokens)
+    if single >= 4 and single * 3 >= len(tokens):
+        return False
+    words = len(tokens)
     cjk = sum("\u4e00" <= ch <= "\u9fff" for ch in text)
     return 8 <= words <= 60 or (cjk >= 15 and len(text) <= 300)
 

@@ -21,6 +21,7 @@ from attachments.models import DocumentChunk, NoteAttachment
 from grounding.evidence import sentences
 from guides import services
 from guides.models import Guide
+from guides.services import content
 from notes.models import Note
 from notes.services import note_create, notebook_create
 from search.boilerplate import Reason, boilerplate, boilerplate_chunks, contents_like
@@ -159,6 +160,19 @@ def test_a_licence_paragraph_repeated_in_two_documents_never_appears_in_a_guide(
         assert not {q["chunk_id"] for q in guide.questions} & flagged, guide.questions
         pages = {(c["attachment_id"], c["page"]) for s in guide.summary for c in s["citations"]}
         assert not pages & {(library.bees.pk, 2), (library.sailing.pk, 2)}
+
+
+@pytest.mark.parametrize(
+    ("sentence", "good"),
+    [
+        ("When the rules change, the printed page looks different. h a h a h h h h h h h h "
+         "h h h Formatting rules are variables with defaults too.", False),
+        ("If a and b are two numeric arrays, their outer product is an array of both.", True),
+        ("The grey heron waits motionless by the millpond until dusk, and then it flies.", True),
+    ],
+)  # fmt: skip
+def test_a_sentence_strewn_with_glyphs_is_not_quoted(sentence, good):
+    assert content.good_sentence(sentence) is good
 
 
 def test_a_table_of_contents_with_dot_leaders_yields_no_question(library):

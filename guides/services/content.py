@@ -41,6 +41,7 @@ MAX_QUESTION_SEARCHES = 12
 LEAD_PAGES = 0.2  # a lead is looked for on the first fifth of the pages (at least 3)
 LEAD_CENTRALITY = 75  # percentile of the passages' centrality a lead must reach
 PROSE_SHARE = 0.6  # of a passage's text in whole sentences: running prose
+MAX_NOTEBOOK_LEADS = 8  # sources a notebook guide's summary quotes the introduction of
 DEFINES = 0.6  # similarity of a sentence to "What is meant by X?" for it to answer it
 _NUMBERING = re.compile(r"^\s*(?:\d+(?:\.\d+)*\.?|[A-Z]\.|[IVX]+\.)\s+")
 _SENTENCE_START = re.compile(r"^[\"“'(]?[A-Z0-9\u00C0-\u024F\u4e00-\u9fff]")
@@ -285,6 +286,34 @@ def lead(attachment: NoteAttachment, found: Vectors | None, count: int) -> list[
             continue
         return candidate_sentences(section, per_passage=count)[:count]
     return []
+
+
+def notebook_summary(
+    files: list[NoteAttachment], chosen: list[Passage], limit: int = MAX_NOTEBOOK_LEADS
+) -> list[tuple[Sentence, bool]]:
+    """A notebook's summary in its sources' own words, one sentence per source in the
+    notebook's order (at most `limit`): the opening of the source's abstract or introduction
+    (`lead`; True beside it), else its most central sentence among the notebook's central
+    passages `chosen`. A copy of a source says nothing new and is left out."""
+    openings: dict[int, Sentence] = {}
+    for attachment in files[:limit]:
+        found = lead(attachment, vectors([attachment.pk]), 1)
+        if found:
+            openings[attachment.pk] = found[0]
+    rest = [p for p in chosen if p.attachment_id not in openings]
+    central: dict[int, Sentence] = {}
+    if rest:
+        wanted = len({p.attachment_id for p in rest})
+        for best in central_sentences(rest, wanted):
+            central.setdefault(best.passage.attachment_id, best)
+    out: list[tuple[Sentence, bool]] = []
+    seen: set[str] = set()
+    for attachment in files[:limit]:
+        said = openings.get(attachment.pk) or central.get(attachment.pk)
+        if said is not None and normalise(said.text) not in seen:
+            seen.add(normalise(said.text))
+            out.append((said, attachment.pk in openings))
+    return out
 
 
 def quoted(sentence: Sentence, *, lead: bool = False) -> dict[str, Any]:

@@ -132,8 +132,9 @@ def _retry_later(run: _Run, reason: str) -> None:
 def build(run: _Run, guide: Guide) -> dict[str, Any]:
     """A guide to one PDF, or to every ready PDF of a notebook (outline: each file's first two
     levels; an empty guide while it has none). Summary, topics and questions are the model's
-    (verified) when it answers, else offline: a source's own introduction, else the central
-    sentences (guides.services.content). `error` says when the owner's model-call budget kept
+    (verified) when it answers, else offline: a source's own introduction, else its central
+    sentences; for a notebook, a sentence per source, the opening of its introduction or its
+    most central one (guides.services.content). `error` says when the owner's model-call budget kept
     the model out."""
     source = guide.attachment
     if source is not None:
@@ -172,9 +173,14 @@ def build(run: _Run, guide: Guide) -> dict[str, Any]:
                    generator=Guide.Generator.LLM, model=settings.CHAT_MODEL)  # fmt: skip
     else:
         count = content.sentence_count(sum(a.chunk_count for a in files))
-        lead = content.lead(source, found, count) if source else []
-        said = lead or content.central_sentences(passages, count)
-        out.update(summary=[content.quoted(s, lead=bool(lead)) for s in said], topics=[])
+        if source is not None:
+            lead = content.lead(source, found, count)
+            said = [(s, True) for s in lead] or [
+                (s, False) for s in content.central_sentences(passages, count)
+            ]
+        else:
+            said = content.notebook_summary(files, passages)
+        out.update(summary=[content.quoted(s, lead=lead) for s, lead in said], topics=[])
     run.beat("central")
     if len(out["topics"]) < 3:
         out["topics"] = list(dict.fromkeys([*out["topics"], *phrases]))[:MAX_TOPICS]

@@ -205,14 +205,27 @@ def test_key_topics_are_phrases_of_the_text_not_the_author_line_or_headings(libr
 
 
 def test_a_source_guide_opens_with_the_documents_own_introduction(library):
-    bees, _, notebook = library.guides
+    bees = library.guides[0]
     introduction = " ".join(documents.BEE_CHAPTERS[0][1])
     assert bees.summary[0]["lead"]
     for sentence in bees.summary:
         assert sentence["lead"]
         assert sentence["quoted"]
         assert sentence["text"] in introduction
-    assert not any(s["lead"] for s in notebook.summary)  # a notebook guide: central sentences
+
+
+def test_a_notebook_guide_says_what_each_source_is_about_in_its_own_words(library):
+    """One sentence per source, in the notebook's order: the opening of the document's own
+    introduction when it has one (bees), else its most central sentence (sailing)."""
+    notebook = library.guides[2]
+    files = [s["citations"][0]["file"] for s in notebook.summary]
+    assert files == ["bees.pdf", "sailing.pdf"]
+    bees, sailing = notebook.summary
+    assert bees["lead"]
+    assert bees["text"] in " ".join(documents.BEE_CHAPTERS[0][1])
+    assert not sailing["lead"]
+    assert sailing["text"] in " ".join(" ".join(p) for _, p in documents.SAIL_CHAPTERS)
+    assert all(s["quoted"] for s in notebook.summary)
 
 
 def test_suggested_questions_are_shown_in_the_readers_language(library, alice_client, alice_api):

@@ -36,7 +36,7 @@ from tests.fake_chat import (
 from tests.fake_openai import fake_openai_server
 from tests.fixtures.documents import ingest, upload
 
-QUESTION = "What does the url package do?"
+QUESTION = "What does Lantern do?"  # manual.pdf (tests/samples/) says on page 1
 
 
 @pytest.fixture(params=["friendly", "strict"])
@@ -68,13 +68,13 @@ def embeddings(settings):
 
 @pytest.fixture
 def note(alice):
-    notebook = NotebookFactory.create(owner=alice, title="LaTeX packages")
-    return NoteFactory.create(notebook=notebook, title="url.sty", body="Reading notes.")
+    notebook = NotebookFactory.create(owner=alice, title="Tools")
+    return NoteFactory.create(notebook=notebook, title="Lantern", body="Reading notes.")
 
 
 @pytest.fixture
 def conversation(alice, note):
-    attachment = ingest(upload(alice, note, "url.pdf"))
+    attachment = ingest(upload(alice, note, "manual.pdf"))
     assert attachment.status == "ready", attachment.error
     return conversation_create(owner=alice, notebook=note.notebook)
 
@@ -151,8 +151,8 @@ def native_only(fake: FakeChat) -> None:
 
 @pytest.mark.django_db
 def test_tokens_stream_in_pieces_and_the_saved_answer_is_their_concatenation(fake, conversation):
-    text = "The url package formats addresses and paths, allowing line breaks in them."
-    fake.script = [ToolCall("document_search", {"query": "url package"}), Answer(text, 6)]
+    text = "Lantern turns a folder of text pages into a website, one page for each file."
+    fake.script = [ToolCall("document_search", {"query": "lantern"}), Answer(text, 6)]
     message, events = ask(conversation)
     tokens = [data["text"] for data in events.of("token")]
     assert len(tokens) >= 10
@@ -166,7 +166,7 @@ def test_tokens_stream_in_pieces_and_the_saved_answer_is_their_concatenation(fak
 def test_passages_are_retrieved_before_the_model_writes_and_tools_stay_available(
     fake, conversation
 ):
-    fake.script = [ToolCall("document_search", {"query": "line breaks"})]
+    fake.script = [ToolCall("document_search", {"query": "public folder"})]
     message, events = ask(conversation)
     searches = events.of("tool")
     assert [s["name"] for s in searches[:2]] == ["document_search", "note_search"]
@@ -175,7 +175,7 @@ def test_passages_are_retrieved_before_the_model_writes_and_tools_stay_available
     asked = first["messages"][-1]
     assert asked["role"] == "user"
     assert asked["content"].startswith(
-        'Sources found for this question:\n<source id="1" file="url.pdf"'
+        'Sources found for this question:\n<source id="1" file="manual.pdf"'
     )
     assert asked["content"].endswith(f"\n\nQuestion: {QUESTION}")
     assert {t["function"]["name"] for t in first["tools"]} == {
@@ -198,7 +198,7 @@ def test_passages_are_retrieved_before_the_model_writes_and_tools_stay_available
         assert result["role"] == "tool"
         assert result["tool_call_id"] == call["tool_calls"][0]["id"]
         assert "<source id=" in result["content"]
-        assert searches[2]["arguments"] == {"query": "line breaks"}
+        assert searches[2]["arguments"] == {"query": "public folder"}
     assert message.metadata["grounding"] == "cited"
     assert message.tool_calls[0]["summary"].startswith("Searching documents for")
     assert 0 < len(message.retrieved) <= sum(a["results"] for a in searches)  # shared kept once
@@ -209,7 +209,7 @@ def test_a_verified_quote_becomes_a_citation_with_file_page_and_quote(fake, conv
     message, events = ask(conversation)
     [citation] = message.citations
     assert citation["n"] == 1
-    assert citation["file"] == "url.pdf"
+    assert citation["file"] == "manual.pdf"
     assert citation["page"] == message.retrieved[0]["page"]
     assert citation["quote"] in message.content  # the default fake quotes what it answered
     assert message.metadata["unverified_citations"] == 0
@@ -219,8 +219,8 @@ def test_a_verified_quote_becomes_a_citation_with_file_page_and_quote(fake, conv
 @pytest.mark.django_db
 def test_a_fabricated_quote_is_not_shown(fake, conversation):
     fake.script = [
-        ToolCall("document_search", {"query": "url package line breaks"}),
-        Answer("It allows line breaks [1] and it also makes coffee [2]."),
+        ToolCall("document_search", {"query": "lantern build checks"}),
+        Answer("It builds the site [1] and it also makes coffee [2]."),
     ]
     fake.respond = metadata_with({1: True, 2: "The package also makes excellent coffee."})
     message, _ = ask(conversation)
@@ -256,11 +256,11 @@ def test_metadata_confidence_and_follow_ups_are_saved(fake, conversation):
 @pytest.mark.django_db
 def test_metadata_wrapped_in_prose_or_refused_structured_output_still_parses(fake, conversation):
     fake.script = [
-        ToolCall("document_search", {"query": "url"}),
+        ToolCall("document_search", {"query": "lantern"}),
         Answer("The sources don't say."),
         Status(400, "response_format is not supported"),
         Metadata(
-            'Here you go:\n```json\n{"confidence": "low", "follow_ups": ["What is urldef?"], '
+            'Here you go:\n```json\n{"confidence": "low", "follow_ups": ["What is lantern init?"], '
             '"answerable": false, "citations": []}\n```'
         ),
     ]
@@ -272,7 +272,7 @@ def test_metadata_wrapped_in_prose_or_refused_structured_output_still_parses(fak
     else:
         assert formats == ["json_schema", "json_object"]
     assert message.confidence == "low"
-    assert message.follow_ups == ["What is urldef?"]
+    assert message.follow_ups == ["What is lantern init?"]
     assert message.metadata["abstained"] is True
     assert message.metadata["grounding"] == "abstained"
 
@@ -280,7 +280,7 @@ def test_metadata_wrapped_in_prose_or_refused_structured_output_still_parses(fak
 @pytest.mark.django_db
 def test_junk_metadata_leaves_an_unsourced_answer_marked_as_such(fake, conversation):
     fake.script = [
-        ToolCall("document_search", {"query": "url"}),
+        ToolCall("document_search", {"query": "lantern"}),
         Answer("It brews espresso for the whole office [1]."),
         Metadata("I cannot produce JSON today."),
         Metadata("Still no JSON."),
@@ -331,7 +331,7 @@ def test_usage_sums_every_request_and_is_estimated_when_the_server_sends_none(
     fake.usage_sent.clear()
     settings.CHAT_REFORMULATION = "off"  # one request: the answer (its usage is not counted)
     fake.script = [Answer("It breaks lines.", usage=False)]
-    message, _ = ask(conversation, "What does the url package do with lines?")
+    message, _ = ask(conversation, "What does lantern build check?")
     assert len(fake.usage_sent) == 1  # the answer's usage is missing
     assert message.usage["prompt_tokens"] > sum(p for p, _ in fake.usage_sent)
     assert message.usage["completion_tokens"] > sum(c for _, c in fake.usage_sent)
@@ -358,13 +358,13 @@ def test_a_note_read_by_the_id_in_the_prompt_is_cited(fake, conversation, note):
     def cite_the_note(body: dict[str, Any]) -> Any:
         nonlocal n
         if not body.get("stream"):
-            quote = {"n": n, "quote": "url.sty Reading notes."}
+            quote = {"n": n, "quote": "Lantern Reading notes."}
             return Metadata(
                 {"confidence": "high", "follow_ups": [], "answerable": True, "citations": [quote]}
             )
         # The note's number follows the passages retrieved first: read it from its result.
         results = [m["content"] for m in body["messages"] if m["role"] == "tool"]
-        n = int(re.findall(r'<source id="(\d+)" note="url.sty"', "\n".join(results))[-1])
+        n = int(re.findall(r'<source id="(\d+)" note="Lantern"', "\n".join(results))[-1])
         return Answer(f"The note is about reading [{n}].")
 
     fake.script = [ToolCall("note_read", {"note_id": note.pk})]
@@ -373,7 +373,7 @@ def test_a_note_read_by_the_id_in_the_prompt_is_cited(fake, conversation, note):
     notes = [c for c in message.citations if c["kind"] == "note"]
     assert notes
     assert notes[0]["note_id"] == note.pk
-    assert notes[0]["quote"] == "url.sty Reading notes."
+    assert notes[0]["quote"] == "Lantern Reading notes."
 
 
 # --- Prompts, history and isolation
@@ -384,18 +384,18 @@ def test_the_system_prompt_names_the_notebook_and_marks_sources_untrusted(fake, 
     ask(conversation)
     system = fake.streamed[0]["messages"][0]
     assert system["role"] == "system"
-    assert '"LaTeX packages"' in system["content"]
+    assert '"Tools"' in system["content"]
     assert "untrusted" in system["content"]
     assert "Never follow instructions" in system["content"]
     assert "<source>" in system["content"]
-    assert f"{note.pk}: url.sty" in system["content"]
+    assert f"{note.pk}: Lantern" in system["content"]
     metadata_system = fake.unstreamed[0]["messages"][0]["content"]
     assert "untrusted" in metadata_system
 
 
 @pytest.mark.django_db
 def test_a_note_chat_offers_document_search_without_note_id(fake, alice, note):
-    ingest(upload(alice, note, "url.pdf"))
+    ingest(upload(alice, note, "manual.pdf"))
     conversation = conversation_create(owner=alice, notebook=note.notebook, note=note)
     message, events = ask(conversation)
     assert message.status == Message.Status.COMPLETE
@@ -403,7 +403,7 @@ def test_a_note_chat_offers_document_search_without_note_id(fake, alice, note):
     [tool] = first["tools"]
     assert tool["function"]["name"] == "document_search"
     assert set(tool["function"]["parameters"]["properties"]) == {"query", "limit"}
-    assert 'the note "url.sty"' in first["messages"][0]["content"]
+    assert 'the note "Lantern"' in first["messages"][0]["content"]
     assert [s["name"] for s in events.of("tool")] == ["document_search"]
 
 
@@ -411,7 +411,7 @@ def test_a_note_chat_offers_document_search_without_note_id(fake, alice, note):
 def test_history_is_sent_with_a_second_question_without_old_citation_numbers(fake, conversation):
     first, _ = ask(conversation)
     fake.requests.clear()
-    second = "How does the url package break lines?"
+    second = "How does lantern publish upload a site?"
     ask(conversation, second)
     messages = fake.streamed[0]["messages"]
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
@@ -423,7 +423,7 @@ def test_history_is_sent_with_a_second_question_without_old_citation_numbers(fak
 @pytest.mark.django_db
 def test_a_question_whose_answer_failed_is_left_out_of_the_history(fake, conversation):
     fake.script = [Status(401)]
-    failed, _ = ask(conversation, "What does the url package do with line breaks?")
+    failed, _ = ask(conversation, "What does lantern publish send?")
     assert failed.status == Message.Status.ERROR
     fake.requests.clear()
     ask(conversation)
@@ -509,7 +509,9 @@ def test_a_server_that_ignores_tool_choice_still_ends(fake, conversation, settin
 @pytest.mark.django_db
 def test_text_before_a_tool_call_is_kept_apart_from_the_answer(fake, conversation):
     native_only(fake)
-    fake.script = [Answer("Let me look.", then_call=ToolCall("document_search", {"query": "url"}))]
+    fake.script = [
+        Answer("Let me look.", then_call=ToolCall("document_search", {"query": "lantern"}))
+    ]
     message, _ = ask(conversation)
     assert message.status == Message.Status.COMPLETE
     said = fake.streamed[1]["messages"][-2]
@@ -558,9 +560,9 @@ def test_refusals_are_explained(fake, conversation, status, expected):
 @pytest.mark.django_db
 @pytest.mark.parametrize("clean", [False, True])
 def test_a_stream_broken_midway_keeps_the_partial_answer(fake, conversation, clean):
-    text = "The package defines a command that allows line breaks."
+    text = "The tool turns a folder of text pages into a website."
     fake.script = [
-        ToolCall("document_search", {"query": "url"}),
+        ToolCall("document_search", {"query": "lantern"}),
         BreakMidStream(text, after_chunks=3, chunk_size=8, clean=clean),
     ]
     message, events = ask(conversation)
@@ -583,7 +585,7 @@ def test_a_connection_dropped_during_the_first_streamed_request_leaves_tools_on(
     assert breaker("llm").failures == 1
     assert traits().streamed_tools
     fake.requests.clear()
-    message, _ = ask(conversation, "How does the url package break lines?")
+    message, _ = ask(conversation, "How does lantern publish upload a site?")
     assert message.status == Message.Status.COMPLETE
     assert fake.streamed[0]["tool_choice"] == "auto"
     assert fake.streamed[0]["tools"]
@@ -638,7 +640,7 @@ def test_an_answer_without_any_tool_call_or_citation_is_not_shown_as_a_normal_an
         server.behaviours.add("never_calls_tools")
         settings.CHAT_MODEL = "fake-model"
         settings.OPENAI_BASE_URL = f"{server.url}/v1"
-        server.script = [Answer("The url package is a popular choice among typographers.")]
+        server.script = [Answer("Lantern is a popular choice among web designers.")]
         message, _ = ask(conversation)
     forget_servers()
     assert message.status == Message.Status.COMPLETE
@@ -654,7 +656,7 @@ def test_an_answer_without_any_tool_call_or_citation_is_not_shown_as_a_normal_an
 def test_an_unanswerable_question_is_refused_by_the_evidence_rule_without_the_model(
     fake, conversation
 ):
-    message, events = ask(conversation, "How do I export MusicXML from the url package?")
+    message, events = ask(conversation, "How do I export MusicXML from Lantern?")
     assert fake.requests == []  # the model never wrote: nothing to echo, nothing to invent
     assert message.metadata["grounding"] == "abstained"
     assert message.metadata["abstained"] is True
@@ -716,7 +718,7 @@ def test_echoed_prompt_lines_are_removed_from_the_saved_answer(fake, conversatio
     assert message.content.startswith("The documents say: ")
     fake.respond = None
     fake.script = [Answer("user\n\nuser")]  # template residue only, as a 270M model wrote
-    empty, _ = ask(conversation, "What does the url package do with line breaks?")
+    empty, _ = ask(conversation, "What does lantern publish send?")
     assert empty.status == Message.Status.ERROR
     assert "gave no answer" in empty.error
     assert "Do not answer from memory" not in message.content
@@ -757,7 +759,7 @@ def test_dropped_tool_messages_are_passed_back_as_user_text(fake, conversation):
             return Answer(f"Found: {first_sentence(found[n])} [{n}]")
         if body.get("tool_choice") == "none":
             return Answer("Nothing more.")
-        return ToolCall("document_search", {"query": "line breaks in URLs", "limit": 10})
+        return ToolCall("document_search", {"query": "links in the public folder", "limit": 10})
 
     fake.respond = model
     message, _ = ask(conversation)
@@ -766,7 +768,7 @@ def test_dropped_tool_messages_are_passed_back_as_user_text(fake, conversation):
     assert any("Results of your searches" in json.dumps(b) for b in fake.streamed)
     assert message.metadata["grounding"] == "cited"
     fake.requests.clear()
-    ask(conversation, "How does the url package break lines?")
+    ask(conversation, "How does lantern publish upload a site?")
     assert not any(m["role"] == "tool" for b in fake.streamed for m in b["messages"])
 
 
@@ -794,7 +796,7 @@ def test_tool_arguments_fit_the_chat_scope_and_limits_are_clamped(alice, note):
     assert NoteDocumentSearchArgs.model_validate({"query": "x", "limit": "0"}).limit == 1
     assert NoteDocumentSearchArgs.model_validate({"query": "x", "limit": "lots"}).limit == 5
     # a note_id invented in a note chat is ignored, not an error
-    result = tool.run(note_chat, '{"query": "line breaks", "note_id": 424242, "limit": 50}')
+    result = tool.run(note_chat, '{"query": "public folder", "note_id": 424242, "limit": 50}')
     assert not result.content.startswith(("Invalid", "No note"))
 
 
@@ -804,13 +806,13 @@ def test_tool_arguments_fit_the_chat_scope_and_limits_are_clamped(alice, note):
 @pytest.mark.django_db
 def test_the_budget_drops_the_oldest_history_first(fake, conversation, settings):
     huge = "Verbose " * 2500
-    fake.script = [ToolCall("document_search", {"query": "url"}), Answer(huge, 400)]
+    fake.script = [ToolCall("document_search", {"query": "lantern"}), Answer(huge, 400)]
     first, _ = ask(conversation)
     assert first.content == huge.strip()
     settings.CHAT_CONTEXT_TOKENS = 2048
     settings.CHAT_MAX_ANSWER_TOKENS = 256
     fake.requests.clear()
-    message, _ = ask(conversation, "What does the url package do, briefly?")
+    message, _ = ask(conversation, "What does Lantern do, briefly?")
     assert message.status == Message.Status.COMPLETE
     for body in fake.streamed:
         assert body["max_tokens"] == 256
@@ -820,10 +822,12 @@ def test_the_budget_drops_the_oldest_history_first(fake, conversation, settings)
 
 
 @pytest.mark.django_db
-def test_the_budget_cuts_the_longest_source_blocks(fake, conversation, settings):
+def test_the_budget_cuts_the_longest_source_blocks(fake, conversation, settings, alice, note):
+    # manual.pdf is short: long.pdf's pages (about 1,800 characters each) overflow the budget.
+    assert ingest(upload(alice, note, "long.pdf")).status == "ready"
     settings.CHAT_CONTEXT_TOKENS = 2048
     settings.CHAT_MAX_ANSWER_TOKENS = 256
-    fake.script = [ToolCall("document_search", {"query": "url command package", "limit": 10})]
+    fake.script = [ToolCall("document_search", {"query": "survey day heron", "limit": 10})]
     message, _ = ask(conversation)
     assert message.status == Message.Status.COMPLETE
     for body in fake.streamed:

@@ -41,7 +41,7 @@ from tests.fake_openai import fake_openai_server
 from tests.fixtures.documents import ingest, upload
 from tests.fixtures.search import make_attachment
 
-QUESTION = "What does the url package do?"
+QUESTION = "What does Lantern do?"  # manual.pdf (tests/samples/) says on page 1
 
 
 # --- The state machine
@@ -286,7 +286,7 @@ def test_ingestion_waits_for_an_open_embedding_circuit(alice, remote_embeddings)
             get_embedder().embed(["a passage"])
     sent = len(remote_embeddings.requests)
     note = NoteFactory.create(notebook=NotebookFactory.create(owner=alice))
-    attachment = ingest(upload(alice, note, "url.pdf"))
+    attachment = ingest(upload(alice, note, "manual.pdf"))
     assert attachment.status == "pending"
     assert attachment.error.startswith("Will retry in 30 s: Embedding service skipped")
     assert attachment.chunks.exists()
@@ -440,8 +440,8 @@ def chat(settings):
 
 @pytest.fixture
 def conversation(alice):
-    note = NoteFactory.create(notebook=NotebookFactory.create(owner=alice, title="LaTeX"))
-    attachment = ingest(upload(alice, note, "url.pdf"))
+    note = NoteFactory.create(notebook=NotebookFactory.create(owner=alice, title="Tools"))
+    attachment = ingest(upload(alice, note, "manual.pdf"))
     assert attachment.status == "ready", attachment.error
     return conversation_create(owner=alice, notebook=note.notebook)
 

@@ -33,15 +33,15 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture(scope="module")
 def world(django_db_setup, django_db_blocker, tmp_path_factory):
-    """url.pdf ingested once for the module and committed; each test runs in a transaction
-    on top of it."""
+    """The sample text.pdf ingested once for the module and committed; each test runs in a
+    transaction on top of it (the offline guide's three sentences come from it)."""
     with django_db_blocker.unblock(), override_settings(MEDIA_ROOT=tmp_path_factory.mktemp("m")):
         queued = set(OrmQ.objects.values_list("pk", flat=True))
         schedules = set(Schedule.objects.values_list("pk", flat=True))
         alice = UserFactory.create(username="alice")
-        book = notebook_create(owner=alice, title="LaTeX")
-        note = note_create(notebook=book, author=alice, title="URLs", body="")
-        pdf = ingest(upload(alice, note, "url.pdf"))
+        book = notebook_create(owner=alice, title="Field notes")
+        note = note_create(notebook=book, author=alice, title="Wildlife", body="")
+        pdf = ingest(upload(alice, note, "text.pdf"))
         assert pdf.status == "ready", pdf.error
         try:
             yield SimpleNamespace(alice=alice, book=book, note=note, pdf=pdf)
@@ -102,8 +102,8 @@ def cited_reply(body: dict[str, Any], *, bad_quote: bool = False) -> Metadata:
     return Metadata(
         {
             "summary": summary,
-            "topics": ["Line breaks in URLs", "Hyperlinks"],
-            "questions": ["How does the url package break URLs?", "Who likes cheese?"],
+            "topics": ["Herons at the millpond", "Otters"],
+            "questions": ["Where does the grey heron wait until dusk?", "Who likes cheese?"],
         }
     )
 
@@ -123,9 +123,9 @@ def test_a_model_guide_with_verified_citations_is_stored_as_the_models(world, fa
         (citation,) = sentence["citations"]
         assert citation["quote"] == first_sentence(shown[n])
         assert citation["quote"] in pages[citation["page"]]
-    assert guide.topics[:2] == ["Line breaks in URLs", "Hyperlinks"]
+    assert guide.topics[:2] == ["Herons at the millpond", "Otters"]
     asked = [q["text"] for q in guide.questions]
-    assert "How does the url package break URLs?" in asked
+    assert "Where does the grey heron wait until dusk?" in asked
     assert "Who likes cheese?" not in asked  # no passage answers it
     assert guide.outline  # the document's own headings, not the model's
 
@@ -282,8 +282,8 @@ def test_the_notebook_guide_is_written_over_its_ready_sources(world, settings):
     Guide.objects.filter(kind="notebook").delete()
     guide = write(services.guide_request_notebook(notebook_id=world.book.pk))
     assert guide.status == "ready"
-    assert guide.title == "LaTeX"
-    assert guide.sources == [{"attachment_id": world.pdf.pk, "file": "url.pdf"}]
+    assert guide.title == "Field notes"
+    assert guide.sources == [{"attachment_id": world.pdf.pk, "file": "text.pdf"}]
     assert guide.summary
     assert guide.built_from == guide.wanted
     # Unchanged sources: asking again queues nothing.

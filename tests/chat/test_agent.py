@@ -22,22 +22,24 @@ from grounding.citations import quotable, verify
 from grounding.evidence import sentences
 from notes.services import note_create
 from tests.factories import NotebookFactory
-from tests.fixtures.documents import EVAL_PDFS, ingest, upload
+from tests.fixtures.documents import EVAL_PDFS, eval_pdf, ingest, upload
 
 pytestmark = pytest.mark.django_db
 CANARY = "zqxjcanary"
-QUESTION = "Why does the url package refuse to break a line between two consecutive colons?"
+# manual.pdf (tests/samples/) answers it with the first sentence of its page 3, GOLD_PAGE.
+QUESTION = "Why does Lantern refuse to overwrite the public folder?"
+GOLD_PAGE = 3
 
 
 @pytest.fixture
 def library(alice, bob):
-    notebook = NotebookFactory.create(owner=alice, title="TeX")
-    note = note_create(notebook=notebook, author=alice, title="URLs in LaTeX")
-    attachment = ingest(upload(alice, note, "url.pdf"))
+    notebook = NotebookFactory.create(owner=alice, title="Tools")
+    note = note_create(notebook=notebook, author=alice, title="Lantern manual")
+    attachment = ingest(upload(alice, note, "manual.pdf"))
     assert attachment.status == "ready"
     bobs_notebook = NotebookFactory.create(owner=bob)
     bobs = note_create(
-        notebook=bobs_notebook, author=bob, title="Bob", body=f"{CANARY} colons break lines"
+        notebook=bobs_notebook, author=bob, title="Bob", body=f"{CANARY} public folders publish"
     )
     return {"notebook": notebook, "note": note, "attachment": attachment, "bobs": bobs}
 
@@ -57,12 +59,12 @@ def test_the_extractive_answer_cites_verified_sentences_of_the_right_page(alice,
     answer, events = ask(conversation)
     assert answer.status == "complete"
     assert answer.answerer == "extractive"
-    assert "DECnet" in answer.content  # the eval set's answer keyword for this question
+    assert "never overwrites a public folder" in answer.content  # the page's answer
     assert answer.citations
-    assert {c["file"] for c in answer.citations} == {"url.pdf"}
-    assert 4 in {c["page"] for c in answer.citations}  # the gold page
+    assert {c["file"] for c in answer.citations} == {"manual.pdf"}
+    assert GOLD_PAGE in {c["page"] for c in answer.citations}
     # The page's text, or it with the words cut at line ends whole (the quotes read them so).
-    page_text = quotable(library["attachment"].pages.get(number=4).text)
+    page_text = quotable(library["attachment"].pages.get(number=GOLD_PAGE).text)
     assert any(c["quote"] in page_text for c in answer.citations)
     assert answer.metadata["unverified_citations"] == 0
     assert (answer.metadata["abstained"], answer.metadata["grounding"]) == (False, "cited")
@@ -91,7 +93,7 @@ def test_it_abstains_when_the_sources_do_not_answer(alice, library):
 
 def test_bob_never_reaches_alices_answers_or_tools(alice, library):
     conversation = services.conversation_create(owner=alice, notebook=library["notebook"])
-    answer, events = ask(conversation, "Why do colons break lines?")  # bob's note's words
+    answer, events = ask(conversation, "Why do public folders publish?")  # bob's note's words
     assert CANARY not in json.dumps([answer.content, answer.citations, answer.retrieved,
                                      answer.follow_ups, events])  # fmt: skip
     context = AnswerRequest(user=alice, notebook=library["notebook"])
@@ -114,18 +116,22 @@ def test_a_note_chat_has_only_that_notes_pdfs(alice, library):
     # No note_id is offered in a note chat; one invented anyway is ignored: still this note.
     schema = tools["document_search"].arguments(context).model_json_schema()
     assert "note_id" not in schema["properties"]
-    result = tools["document_search"].run(context, {"query": "colons", "note_id": other.pk})
+    result = tools["document_search"].run(context, {"query": "public folder", "note_id": other.pk})
     assert result.passages
     assert {p["note_id"] for p in result.passages} == {library["note"].pk}
     bad = tools["document_search"].run(context, '{"query": 3, "limit": 99}')
     assert bad.content.startswith("Invalid arguments for document_search")
 
 
-def test_the_model_reads_words_cut_at_line_ends_whole(alice, library):
+@pytest.mark.eval  # a word TeX cut at a line end, in a real document: no sample has one
+def test_the_model_reads_words_cut_at_line_ends_whole(alice):
     """url.pdf's page 4 has "com-\nmands": the passage the model reads says "commands", and
     a quote of it is verified against the page."""
-    assert "com-\nmands" in library["attachment"].pages.get(number=4).text
-    context = AnswerRequest(user=alice, notebook=library["notebook"], note=library["note"])
+    notebook = NotebookFactory.create(owner=alice, title="TeX")
+    note = note_create(notebook=notebook, author=alice, title="URLs in LaTeX")
+    attachment = ingest(upload(alice, note, "url.pdf", eval_pdf("url.pdf")))
+    assert "com-\nmands" in attachment.pages.get(number=4).text
+    context = AnswerRequest(user=alice, notebook=notebook, note=note)
     tools = {tool.name: tool for tool in tools_for(context)}
     result = tools["document_search"].run(context, {"query": "UrlBreaks UrlBigBreaks list macros"})
     assert "given by the two commands (list macros)" in result.content
@@ -133,10 +139,10 @@ def test_the_model_reads_words_cut_at_line_ends_whole(alice, library):
 
 
 def test_citations_are_shown_only_when_the_quote_is_on_the_page(library):
-    page = library["attachment"].pages.get(number=4).text
+    page = library["attachment"].pages.get(number=1).text
     sentence = next(s for s in sentences(page) if len(s) > 40)
     source = {"kind": "document", "id": 1, "attachment_id": library["attachment"].pk,
-              "file": "url.pdf", "page": 4}  # fmt: skip
+              "file": "manual.pdf", "page": 1}  # fmt: skip
     spaced = sentence.replace(" ", "  \n ")  # whitespace differences do not matter
     shown, refused = verify(
         "A [1]. B [2]. C [1].", [source, source], {1: [spaced], 2: ["A sentence nobody wrote."]}
@@ -203,11 +209,11 @@ def test_a_failed_answer_keeps_the_question_and_can_be_retried(alice, library):
 
 def test_history_reaches_the_answerer(alice, library):
     conversation = services.conversation_create(owner=alice, notebook=library["notebook"])
-    first, _ = ask(conversation, "first question about colons")
+    first, _ = ask(conversation, "first question about the public folder")
     recording = Recording()
     _, pending = services.message_ask(conversation=conversation, content="second one")
     generate(pending.pk, lambda *a: None, answerer=recording)
-    assert recording.history == [("user", "first question about colons"),
+    assert recording.history == [("user", "first question about the public folder"),
                                  ("assistant", first.content)]  # fmt: skip
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.test import override_settings
+from django.test import Client, override_settings
 from django_q.models import OrmQ, Schedule
 
 from attachments import services as attachment_services
@@ -226,6 +226,10 @@ def test_a_notebook_guide_says_what_each_source_is_about_in_its_own_words(librar
     assert not sailing["lead"]
     assert sailing["text"] in " ".join(" ".join(p) for _, p in documents.SAIL_CHAPTERS)
     assert all(s["quoted"] for s in notebook.summary)
+    client = Client()
+    client.force_login(library.alice)
+    page = client.get(f"/notebooks/{library.book.pk}/guide/").content.decode()
+    assert "Each source in its own words: the opening of its introduction" in page
 
 
 def test_suggested_questions_are_shown_in_the_readers_language(library, alice_client, alice_api):

@@ -2,7 +2,7 @@
 Chinese from the compiled catalogues in locale/, English otherwise; the API's JSON stays
 English whatever the browser asks for (scripts match its values).
 
-The results come from a real PDF (url.pdf) ingested by the real pipeline; the PDFs still being
+The results come from a sample PDF (text.pdf) ingested by the real pipeline; the PDFs still being
 processed are real uploads whose ingestion has not run (it is queued on commit)."""
 
 from __future__ import annotations

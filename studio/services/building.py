@@ -257,11 +257,17 @@ def analyse(material: Material, beat: Beat, *, phrases: int = CONCEPTS) -> Analy
 
 
 def summary_sentences(material: Material, analysis: Analysis) -> list[Sentence]:
-    """A single file's own introduction (content.lead), else the most central sentences."""
+    """A single file's own introduction (content.lead); for several files a sentence per file
+    in its own words, as a notebook guide says it (content.notebook_summary); else the most
+    central sentences."""
     if len(material.files) == 1:
         lead = content.lead(material.files[0], analysis.found, SUMMARY_SENTENCES)
         if lead:
             return lead
+    else:
+        each = content.notebook_summary(list(material.files), analysis.passages)
+        if each:
+            return [sentence for sentence, _ in each]
     return content.central_sentences(analysis.passages, SUMMARY_SENTENCES)
 
 

@@ -18,6 +18,9 @@ from tests.guides import documents
 pytestmark = pytest.mark.django_db
 
 
+MARKER_NUMBER = re.compile(r"\[(\d+)\]")
+
+
 def written(library, kind: str, **scope) -> StudioOutput:
     output = services.output_create(user=library.alice, notebook_id=library.book.pk, kind=kind,
                                     **scope)  # fmt: skip
@@ -84,6 +87,13 @@ def test_a_briefing_summarises_each_source_and_groups_key_points_by_section(libr
     files = {c["file"] for c in output.content["citations"]}
     assert {"bees.pdf", "sailing.pdf"} <= files
     assert len(headings) >= 3
+    # The summary: a sentence per source in its own words, bees.pdf's its introduction's opening.
+    summary = output.content["sections"][0]["items"]
+    file_of = {str(c["n"]): c["file"] for c in output.content["citations"]}
+    said = [file_of[n] for item in summary for n in MARKER_NUMBER.findall(item["text"])]
+    assert said == ["bees.pdf", "sailing.pdf", "history.pdf"], summary
+    opening = MARKER_NUMBER.sub("", summary[0]["text"]).strip()
+    assert opening in " ".join(documents.BEE_CHAPTERS[0][1])
 
 
 def test_a_timeline_lists_the_dated_events_in_order(library):

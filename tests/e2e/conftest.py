@@ -336,19 +336,19 @@ def _build_tour() -> Tour:
     dana = User.objects.create_user(username="dana", password=password)
     User.objects.create_user(username="newcomer", password=password)
     notebook = notebook_create(
-        owner=dana, title="TeX and friends", description="Packages I keep looking up."
+        owner=dana, title="Tools and friends", description="Manuals I keep looking up."
     )
     note = note_create(
-        notebook=notebook, author=dana, title="URLs in LaTeX",
-        body="# Why\n\nThe **url** package breaks long addresses. See the manual below.",
+        notebook=notebook, author=dana, title="Lantern notes",
+        body="# Why\n\nThe **lantern** tool builds my website. See the manual below.",
     )  # fmt: skip
     note_create(notebook=notebook, author=dana, title="Empty for now")
-    attachment = ingest(upload(dana, note, "url.pdf"))
+    attachment = ingest(upload(dana, note, "manual.pdf"))  # tests/samples/
     assert attachment.status == "ready", attachment.error
     conversation = chat_services.conversation_create(owner=dana, notebook=notebook)
     _, pending = chat_services.message_ask(
         conversation=conversation,
-        content="Why does the url package refuse to break a line between two colons?",
+        content="What does lantern build check before it writes anything?",
     )
     done = generate(pending.pk, lambda event, data: None)
     assert done is not None
@@ -365,5 +365,5 @@ def _build_tour() -> Tour:
         note_id=note.pk,
         attachment_id=attachment.pk,
         conversation_id=conversation.pk,
-        search_query="line breaks in URLs",
+        search_query="publish the public folder",
     )

@@ -43,12 +43,12 @@ def stops(tour: Tour) -> dict[str | None, list[Stop]]:
         tour.newcomer: [Stop("notebooks-empty", "/", "Your notebooks")],
         tour.username: [
             Stop("notebooks", "/", "Your notebooks"),
-            Stop("notebook", f"/notebooks/{tour.notebook_id}/", "TeX and friends"),
-            Stop("note", f"/notes/{tour.note_id}/", "URLs in LaTeX"),
+            Stop("notebook", f"/notebooks/{tour.notebook_id}/", "Tools and friends"),
+            Stop("note", f"/notes/{tour.note_id}/", "Lantern notes"),
             Stop("note-edit", f"/notes/{tour.note_id}/edit/", ""),  # no h1 (reported)
-            Stop("pdf-text", f"/attachments/{tour.attachment_id}/pages/", "url.pdf"),
+            Stop("pdf-text", f"/attachments/{tour.attachment_id}/pages/", "manual.pdf"),
             Stop("chats", f"/notebooks/{tour.notebook_id}/chats/", "Conversations"),
-            Stop("conversation", f"/chats/{tour.conversation_id}/", "Why does the url package"),
+            Stop("conversation", f"/chats/{tour.conversation_id}/", "What does lantern build"),
             Stop("search", f"/search/?q={tour.search_query.replace(' ', '+')}", "Search"),
             Stop("memories", f"/notebooks/{tour.notebook_id}/memories/", "Memory of"),
             Stop("share", f"/notebooks/{tour.notebook_id}/share/", "Share this notebook"),

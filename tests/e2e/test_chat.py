@@ -30,7 +30,7 @@ from tests.fixtures.chat_browser import (  # noqa: F401 - fixtures, shared
     wait_until_ready,
     worker,
 )
-from tests.fixtures.documents import EVAL_PDFS
+from tests.fixtures.documents import SAMPLES
 from tests.workers import Worker
 
 pytestmark = pytest.mark.e2e
@@ -59,7 +59,7 @@ def test_ask_about_a_notes_pdf_and_follow_a_citation(
     page = chat_page
     login(page, "erin", PASSWORD)
     page.goto(f"/notes/{note.pk}/")
-    page.locator("input[data-file-input]").set_input_files(str(EVAL_PDFS / "url.pdf"))
+    page.locator("input[data-file-input]").set_input_files(str(SAMPLES / "manual.pdf"))
     wait_until_ready(page.locator("#attachment-list > li[id^='attachment-']"), worker)
 
     page.get_by_role("button", name="Ask about this note’s PDFs", exact=True).click()
@@ -82,7 +82,7 @@ def test_ask_about_a_notes_pdf_and_follow_a_citation(
     statuses: list[str] = page.evaluate("window.__statuses")
     assert any(s.startswith("Searching documents for ‘") for s in statuses), statuses
     expect(page.get_by_text("Ask your first question.", exact=True)).to_be_hidden()
-    expect(answer.get_by_test_id("answer")).to_contain_text("DECnet")
+    expect(answer.get_by_test_id("answer")).to_contain_text("every link points to a page")
     expect(answer.get_by_test_id("extractive")).to_have_text("Extractive answer")
     expect(answer.get_by_test_id("confidence")).to_be_visible()
     chip = answer.get_by_test_id("citation-chip").first
@@ -94,7 +94,7 @@ def test_ask_about_a_notes_pdf_and_follow_a_citation(
     chip.hover()  # the card: file, page and the quoted sentence
     card = answer.locator(".cite-card").first
     expect(card).to_be_visible()
-    expect(card).to_contain_text(f"url.pdf, page {first['page']}")
+    expect(card).to_contain_text(f"manual.pdf, page {first['page']}")
     expect(card).to_contain_text(first["quote"][:40])
     shoot(page, "chat_citation_card")
 

@@ -26,16 +26,17 @@ from tests.fixtures.chat_browser import (  # noqa: F401 - fixtures, shared
     wait_until_ready,
     worker,
 )
-from tests.fixtures.documents import EVAL_PDFS
+from tests.fixtures.documents import SAMPLES
 from tests.workers import Worker
 
 pytestmark = pytest.mark.e2e  # runs last, with the browser (Playwright's loop stays behind)
 
+# About manual.pdf (tests/samples/): its page 3 answers both.
 FIRST = (
-    "Remember that I prefer short answers. With the url package, how can I print web "
-    "addresses in the same font as the surrounding text instead of typewriter?"
+    "Remember that I prefer short answers. With Lantern, how do I upload the finished site to "
+    "my web server?"
 )
-FOLLOW_UP = "Will that also make them clickable links?"
+FOLLOW_UP = "Will that also send the files that did not change?"
 
 
 def ask(page: Page, text: str, n: int) -> None:
@@ -52,7 +53,7 @@ def test_a_follow_up_keeps_the_thread_compact_and_memory(
     page = chat_page
     login(page, "erin", PASSWORD)
     page.goto(f"/notes/{note.pk}/")
-    page.locator("input[data-file-input]").set_input_files(str(EVAL_PDFS / "url.pdf"))
+    page.locator("input[data-file-input]").set_input_files(str(SAMPLES / "manual.pdf"))
     wait_until_ready(page.locator("#attachment-list > li[id^='attachment-']"), worker)
     page.get_by_role("button", name="Ask about this note’s PDFs", exact=True).click()
     expect(page.locator("#chat")).to_have_attribute("data-socket", "open")
@@ -69,7 +70,7 @@ def test_a_follow_up_keeps_the_thread_compact_and_memory(
     chip = second.get_by_test_id("citation-chip").first
     expect(chip).to_be_visible()
     chip.hover()
-    expect(second.locator(".cite-card").first).to_contain_text("url.pdf, page")
+    expect(second.locator(".cite-card").first).to_contain_text("manual.pdf, page")
     shoot(page, "thread_follow_up")
     asked = Message.objects.get(content=FOLLOW_UP)
     assert asked.is_follow_up
@@ -90,7 +91,7 @@ def test_a_follow_up_keeps_the_thread_compact_and_memory(
 
     # On a phone the page itself scrolls under the sticky composer: a question just asked
     # goes to the top of the screen, and the page follows its answer as it streams in.
-    ask(page, "How do I allow line breaks at hyphens in addresses?", 2)
+    ask(page, "What does lantern build check before it writes anything?", 2)
     in_view = """() => {
         const asked = document.querySelectorAll(".message-user")[2].getBoundingClientRect();
         const answer = document.querySelectorAll("article.message-assistant")[2]

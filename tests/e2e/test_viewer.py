@@ -26,7 +26,7 @@ from chat.models import Conversation, Message
 from notes.models import Note
 from tests.e2e.helpers import login
 from tests.fixtures.chat_browser import ANSWER_TIMEOUT, QUESTION, wait_until_ready
-from tests.fixtures.documents import EVAL_PDFS, eval_pdf, upload
+from tests.fixtures.documents import SAMPLES, eval_pdf, upload
 from tests.fixtures.viewer_browser import (  # noqa: F401 - fixtures, shared
     PASSWORD,
     asgi_server,
@@ -92,7 +92,7 @@ def test_a_citation_opens_its_page_with_the_quote_highlighted(
     page = viewer_page
     login(page, "erin", PASSWORD)
     page.goto(f"/notes/{note.pk}/")
-    page.locator("input[data-file-input]").set_input_files(str(EVAL_PDFS / "url.pdf"))
+    page.locator("input[data-file-input]").set_input_files(str(SAMPLES / "manual.pdf"))
     wait_until_ready(page.locator("#attachment-list > li[id^='attachment-']"), viewer_worker)
     page.get_by_role("button", name="Ask about this note’s PDFs", exact=True).click()
     expect(page.locator("#chat")).to_have_attribute("data-socket", "open")
@@ -116,9 +116,9 @@ def test_a_citation_opens_its_page_with_the_quote_highlighted(
     source.click()
     expect(panel).to_be_visible()
     assert len(page.context.pages) == 1
-    expect(panel.get_by_role("heading")).to_contain_text("url.pdf")
+    expect(panel.get_by_role("heading")).to_contain_text("manual.pdf")
     expect(panel.get_by_test_id("viewer-quote")).to_have_text(quote)
-    assert_page_drawn(panel, cited, 6)
+    assert_page_drawn(panel, cited, 3)
     assert_quote_highlighted(panel, quote)
     expect(panel.get_by_test_id("viewer-open")).to_have_attribute(
         "href", f"/attachments/{attachment.pk}/file/#page={cited}"
@@ -132,15 +132,15 @@ def test_a_citation_opens_its_page_with_the_quote_highlighted(
     page.emulate_media(color_scheme="light")
 
     # Next and previous: another page has no highlight; back on the cited page it has again.
-    other = cited + 1 if cited < 6 else cited - 1
+    other = cited + 1 if cited < 3 else cited - 1
     panel.get_by_test_id("viewer-next" if other > cited else "viewer-prev").click()
-    assert_page_drawn(panel, other, 6)
+    assert_page_drawn(panel, other, 3)
     assert highlighted(panel) == []
     expect(panel.get_by_test_id("viewer-open")).to_have_attribute(
         "href", f"/attachments/{attachment.pk}/file/#page={other}"
     )
     panel.get_by_test_id("viewer-prev" if other > cited else "viewer-next").click()
-    assert_page_drawn(panel, cited, 6)
+    assert_page_drawn(panel, cited, 3)
     assert highlighted(panel)
 
     # Esc closes the panel and gives the focus back to the link that opened it.
@@ -153,7 +153,7 @@ def test_a_citation_opens_its_page_with_the_quote_highlighted(
     chip.click()
     expect(panel).to_be_visible()
     cited_by_chip = int(chip.get_attribute("data-viewer-page") or 0)
-    assert_page_drawn(panel, cited_by_chip, 6)
+    assert_page_drawn(panel, cited_by_chip, 3)
     assert highlighted(panel)
     panel.get_by_test_id("viewer-close").click()
     expect(panel).to_be_hidden()
@@ -171,7 +171,7 @@ def test_a_citation_opens_its_page_with_the_quote_highlighted(
     page.set_viewport_size({"width": 390, "height": 844})
     source.click()
     expect(panel).to_be_visible()
-    assert_page_drawn(panel, cited, 6)
+    assert_page_drawn(panel, cited, 3)
     assert_quote_highlighted(panel, quote)
     box = panel.bounding_box()
     assert box is not None

@@ -17,19 +17,20 @@ from tests.fixtures.documents import upload
 pytestmark = pytest.mark.e2e
 
 PASSWORD = "Sturdy-Tulip-4821"
-QUERY = "url line breaks hyphens"
+QUERY = "lantern publish public folder"  # in manual.pdf (tests/samples/) and the note
 
 
 @pytest.fixture
 def library() -> None:
     sam = User.objects.create_user(username="sam", password=PASSWORD)
-    notebook = notebook_create(owner=sam, title="LaTeX packages with a rather long notebook title")
+    notebook = notebook_create(owner=sam, title="Command-line tools with a rather long title")
     note = note_create(
-        notebook=notebook, author=sam, title="Typesetting URLs",
-        body="## Line breaks\n\nThe **url** package breaks lines at *hyphens* only with the "
-        "`hyphens` option; see [the manual](https://ctan.org/pkg/url).\n\n- one\n- two",
+        notebook=notebook, author=sam, title="Publishing with Lantern",
+        body="## Publishing\n\nThe **lantern** tool publishes the public folder over *SFTP* "
+        "with the `publish` command; see [the manual](https://example.org/lantern).\n\n- one"
+        "\n- two",
     )  # fmt: skip
-    attachment = upload(sam, note, "url.pdf")
+    attachment = upload(sam, note, "manual.pdf")
     attachment_ingest(attachment_id=attachment.pk)
 
 
@@ -57,14 +58,14 @@ def test_search_results_read_well_on_desktop_and_phone(
     expect(page.get_by_label("Include notes")).to_be_checked()
 
     pdf = results.filter(has=page.locator(".badge", has_text="PDF")).first
-    expect(pdf.locator(".hit-title")).to_have_text("url.pdf")
+    expect(pdf.locator(".hit-title")).to_have_text("manual.pdf")
     expect(pdf.locator(".hit-page")).to_contain_text("page")
     expect(pdf.locator(".snippet mark").first).to_be_visible()
     note = results.filter(has=page.locator(".note-badge")).first
-    expect(note.locator(".hit-title")).to_have_text("Typesetting URLs")
+    expect(note.locator(".hit-title")).to_have_text("Publishing with Lantern")
     snippet = note.locator(".snippet").inner_text()
     assert not any(markup in snippet for markup in ("**", "##", "](", "`")), snippet
-    assert "url package breaks lines" in snippet
+    assert "lantern tool publishes the public folder" in snippet
 
     # Scores and timings are behind Details, collapsed, for each result and for the search.
     for details in [page.locator("#search-details"), *page.locator(".hit-details").all()]:

@@ -26,13 +26,13 @@ from tests.fixtures.chat_browser import (  # noqa: F401 - fixtures, shared
     shoot,
     wait_until_ready,
 )
-from tests.fixtures.documents import EVAL_PDFS
+from tests.fixtures.documents import SAMPLES
 from tests.workers import Worker, run_worker
 
 pytestmark = pytest.mark.e2e
 
 GUIDE_TIMEOUT = 180_000  # ms for the notebook guide after "Ready"
-SECOND = "How can I print web addresses in the same font as the surrounding text?"
+SECOND = "How do I upload the finished site to my web server?"  # manual.pdf's page 3
 
 
 @pytest.fixture
@@ -62,18 +62,18 @@ def test_sources_chat_and_notes_on_one_screen(
 
     # Add a source: dropped (here: chosen) files become notes titled after the file.
     page.locator("[data-testid=add-sources] input[data-file-input]").set_input_files(
-        str(EVAL_PDFS / "url.pdf")
+        str(SAMPLES / "manual.pdf")
     )
     row = page.locator("#source-list-new > li[id^='source-']")
     wait_until_ready(row, worker)
-    assert Note.objects.filter(notebook=notebook, title="url").exists()
+    assert Note.objects.filter(notebook=notebook, title="manual").exists()
 
     # The notebook guide appears at the top of the empty chat, written by the worker; its
     # suggested questions are starter chips.
     page.reload()
     guide = page.get_by_test_id("notebook-guide")
     expect(guide).to_have_attribute("data-status", "ready", timeout=GUIDE_TIMEOUT)
-    expect(guide).to_contain_text("url.pdf")
+    expect(guide).to_contain_text("manual.pdf")
     starter = page.get_by_test_id("starter").first
     expect(starter).to_be_visible()
     asked = starter.inner_text()
@@ -136,7 +136,7 @@ def test_sources_chat_and_notes_on_one_screen(
     note_page = opened.value
     back = note_page.locator("#note-body a[href*='/file/#page=']").first
     expect(back).to_be_visible()
-    expect(back).to_contain_text("url.pdf, page")
+    expect(back).to_contain_text("manual.pdf, page")
     note_page.close()
 
     # A reload opens the conversation at its end.

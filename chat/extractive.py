@@ -208,6 +208,7 @@ def _related(
     closest ones. The answer's own place and what it quotes are left out."""
     by_n = {int(p["n"]): p for p in passages}
     seen: set[tuple[Any, ...]] = set()
+    said: set[str] = set()  # what is listed already: a copy of a document says nothing new
     if unit is not None:
         seen.add(_place(unit.passage))
     out: list[dict[str, Any]] = []
@@ -219,10 +220,13 @@ def _related(
             continue
         if unit is not None and candidate.text in unit.text:
             continue
+        if candidate.text in said:
+            continue
         good = candidate.similarity >= ABSTAIN_SIMILARITY or candidate.coverage >= ABSTAIN_COVERAGE
         if strong and not good:
             continue
         seen.add(_place(passage))
+        said.add(candidate.text)
         keys = (
             "kind",
             "file",

@@ -267,6 +267,20 @@ def test_a_passage_from_another_note_is_listed_not_stitched_in(alice):
     assert [s.label for s in view.related] == ["CSV out"]
 
 
+def test_a_copy_of_a_further_passage_is_listed_once(alice):
+    out = "Use write.csv() to write a data frame back out to a comma separated file."
+    done = ask_notes(
+        alice,
+        [
+            ("CSV in", "Use read.csv() to read a comma separated file into a data frame."),
+            ("CSV out", out),
+            ("CSV out, a copy", out),
+        ],
+        "How do I read a comma separated file into a data frame?",
+    )
+    assert [r["preview"] for r in done.metadata["related"]] == [out]
+
+
 def test_weak_evidence_is_answered_once_with_the_closest_matches(alice):
     done = ask_notes(
         alice,

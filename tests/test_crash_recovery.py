@@ -23,7 +23,7 @@ from django_q.models import Schedule
 from attachments.models import ChunkVector, NoteAttachment, PostingList
 from attachments.services.ingestion import index_statistics
 from tests.factories import NotebookFactory, NoteFactory
-from tests.fixtures.documents import EVAL_PDFS, upload
+from tests.fixtures.documents import sample, upload
 from tests.fixtures.processes import (
     _free_port,
     _postgres_running,
@@ -37,7 +37,8 @@ from tests.workers import run_worker
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
-LARGEST_PDF = max(EVAL_PDFS.glob("*.pdf"), key=lambda p: p.stat().st_size).name
+# A run that lasts a while (50 pages, 151 chunks; tests/samples/README.md): killed mid-embedding.
+LONG_PDF = "long.pdf"
 # The worker's clock, shortened: a silent run is stale after 30 s (the least allowed), the
 # reaper runs every minute (its schedule), a task may take 2 minutes.
 STALE_SECONDS = 30
@@ -79,7 +80,7 @@ def test_a_worker_killed_while_embedding_is_recovered_by_the_reaper_with_one_set
 ):
     note = NoteFactory.create(notebook=NotebookFactory.create(owner=alice))
     _ensure_reaper_schedule()
-    attachment = upload(alice, note, LARGEST_PDF)
+    attachment = upload(alice, note, LONG_PDF)
     with run_worker(tmp_path / "first.log", **RECOVERY_ENV) as worker:
         # Killed once a batch of vectors is committed (progress moves within a batch too).
         wait_for(attachment, lambda a: a.stage == "embedding" and _has_vectors(a), 180)
@@ -205,7 +206,7 @@ def test_web_and_worker_carry_on_after_a_postgres_restart_while_idle(tmp_path):
         status, body = _request(port, "/", headers=page)
         assert status == 200
         assert "Restart notebook" in body.decode()
-        data, content_type = _multipart("url.pdf", (EVAL_PDFS / "url.pdf").read_bytes())
+        data, content_type = _multipart("text.pdf", sample("text.pdf"))
         status, body = _request(
             port, f"/api/notes/{note_id}/attachments", data=data,
             headers={**api, "Content-Type": content_type},

@@ -176,6 +176,8 @@ def _carried_over(passage: dict[str, Any], blocks: list[Block]) -> list[Block]:
     words at either edge aside). Empty when the next page starts afresh."""
     if passage.get("kind") != "document" or not passage.get("attachment_id"):
         return []
+    if passage.get("where"):  # a slide, sheet range, section or time, not a printed page
+        return []
     try:
         number = int(passage.get("page") or 0)
     except (TypeError, ValueError):

@@ -230,6 +230,20 @@ def test_a_passage_that_ends_with_its_page_stays_on_it(alice):
     assert extractive._frame(passage, unit.last_page) == "From manual.pdf, page 1:"
 
 
+def test_a_slide_or_section_is_not_continued_from_the_next_one(alice):
+    """Only printed pages break a passage: the units of other formats (a slide, a sheet
+    range, a section, a time) are whole."""
+    page = "Counting birds\n\nThe survey counted the herons twice a day. At dawn, forty, and"
+    passage = page_passage(alice, page)
+    passage["where"] = "Slide 1: Counting birds"
+    _next_page(passage, "otters at dusk, on the weir.", [])
+    candidate, evidence = best("The survey counted the herons twice a day.")
+    unit = grow(candidate, evidence, [passage])
+    assert unit is not None
+    assert unit.last_page is None
+    assert "otters" not in render(unit)
+
+
 def test_an_answer_is_one_passage_of_one_source_framed_and_highlighted(alice):
     done = ask_notes(
         alice,
